@@ -1,0 +1,370 @@
+"""The workspace root descriptor and descriptor-by-descriptor path resolution.
+
+Nothing here resolves a path to a string and then opens it: every component is opened
+with ``openat(parent_fd, name, O_NOFOLLOW | ...)`` starting from the root descriptor that
+:meth:`Workspace.open` took once. A symlink anywhere in a path is an error, never followed,
+so a link swapped in between two calls (or during a walk) cannot redirect an operation.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import threading
+from types import TracebackType
+
+import attrs
+
+from emelex.tools.workspace._errors import (
+    ConcurrentModification,
+    NotADirectory,
+    NotRegularFile,
+    OutsideWorkspace,
+    PathRejected,
+    SecretPath,
+    SymlinkRefused,
+    WorkspaceClosed,
+    WorkspaceError,
+    WorkspaceIOError,
+    map_os_error,
+)
+from emelex.tools.workspace._secrets import secret_reason
+
+MAX_PATH_BYTES = 4096
+"""Longest accepted path text, in bytes once encoded (Linux ``PATH_MAX``)."""
+
+MAX_NAME_BYTES = 255
+"""Longest accepted single component, in bytes once encoded (Linux ``NAME_MAX``)."""
+
+_CLOEXEC = os.O_CLOEXEC
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
+"""Flags that open a directory to list it; fail on symlinks and non-directories."""
+PASS_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
+"""Flags for intermediate components: search permission is enough."""
+FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | _CLOEXEC
+"""Flags that open a file to read it: never follow, never block on a FIFO or device."""
+
+
+@attrs.frozen
+class Target:
+    """A parsed path: where to start and which components to walk.
+
+    ``outside`` is true for an approved absolute path outside the root, walked from ``/``.
+    ``parts`` never contains ``..``, ``.`` or empty names. ``display`` is the normalized
+    path shown in results and errors: relative to the root, or absolute when outside.
+    """
+
+    outside: bool
+    parts: tuple[str, ...]
+
+    @property
+    def display(self) -> str:
+        if self.outside:
+            return "/" + "/".join(self.parts)
+        return "/".join(self.parts) if self.parts else "."
+
+    def child(self, name: str) -> Target:
+        return Target(self.outside, (*self.parts, name))
+
+    def secret_reason(self) -> str | None:
+        return secret_reason(self.parts)
+
+
+def _encoded_len(text: str) -> int:
+    return len(os.fsencode(text))
+
+
+def split_path(path: str) -> tuple[bool, tuple[str, ...]]:
+    """Check the path text and split it: ``(absolute, components)``.
+
+    Rules: no NUL, at most :data:`MAX_PATH_BYTES` bytes, no ``..`` component, no empty
+    component (``a//b``), no component over :data:`MAX_NAME_BYTES` bytes. ``.`` components
+    are dropped; one trailing ``/`` is accepted. ``~`` is an ordinary name, never expanded.
+    """
+    if not isinstance(path, str):
+        raise PathRejected(repr(path), "path must be a string")
+    if path == "":
+        raise PathRejected(path, "empty path")
+    if "\0" in path:
+        raise PathRejected(path, "path contains a NUL byte")
+    if _encoded_len(path) > MAX_PATH_BYTES:
+        raise PathRejected(path[:64] + "...", f"path longer than {MAX_PATH_BYTES} bytes")
+    absolute = path.startswith("/")
+    body = path[1:] if absolute else path
+    if body.endswith("/"):
+        body = body[:-1]
+    parts: list[str] = []
+    if body:
+        for name in body.split("/"):
+            if name == "":
+                raise PathRejected(path, "empty path component")
+            if name == "..":
+                raise PathRejected(path, "parent traversal ('..') is not allowed")
+            if name == ".":
+                continue
+            if _encoded_len(name) > MAX_NAME_BYTES:
+                raise PathRejected(path, f"a component is longer than {MAX_NAME_BYTES} bytes")
+            parts.append(name)
+    return absolute, tuple(parts)
+
+
+def _canonical_of(fd: int, given: str) -> str:
+    """The canonical absolute path of an open directory, checked against its identity."""
+    info = os.fstat(fd)
+    try:
+        candidate = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        candidate = os.path.realpath(given)
+    try:
+        check = os.stat(candidate)
+    except OSError as error:
+        raise WorkspaceIOError(given, f"cannot name the root directory: {error}") from error
+    if not candidate.startswith("/") or (check.st_dev, check.st_ino) != (
+        info.st_dev,
+        info.st_ino,
+    ):
+        raise WorkspaceIOError(given, "the root directory has no stable canonical path")
+    return candidate
+
+
+class Workspace:
+    """An open workspace root: one directory descriptor every operation starts from.
+
+    Create with :meth:`open`; close with :meth:`close` or use as a context manager. The
+    descriptor pins the directory: renaming or replacing the root path afterwards does not
+    move the workspace. Operations are thread-safe (they only use ``*at`` system calls on
+    the shared descriptor); closing while operations run is the caller's error.
+    """
+
+    def __init__(self, fd: int, root: str, device: int, inode: int) -> None:
+        self._fd = fd
+        self._lock = threading.Lock()
+        self.root = root
+        """Canonical absolute path of the root, taken from the descriptor at open time."""
+        self.device = device
+        self.inode = inode
+        self._root_parts = tuple(p for p in root.split("/") if p)
+
+    @classmethod
+    def open(cls, root: str | os.PathLike[str]) -> Workspace:
+        """Open ``root`` as the workspace.
+
+        The application chooses the root, so a symlink in ``root`` itself is followed once
+        here; the canonical path and ``(st_dev, st_ino)`` of the directory reached are
+        recorded. Nothing the model supplies is ever followed.
+        """
+        given = os.fspath(root)
+        try:
+            fd = os.open(given, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+        except OSError as error:
+            raise map_os_error(error, given) from error
+        try:
+            canonical = _canonical_of(fd, given)
+            info = os.fstat(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(fd, canonical, info.st_dev, info.st_ino)
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    def fileno(self) -> int:
+        """The root descriptor (owned by the workspace; do not close it)."""
+        if self._fd < 0:
+            raise WorkspaceClosed(self.root, "workspace is closed")
+        return self._fd
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd >= 0:
+                fd, self._fd = self._fd, -1
+                os.close(fd)
+
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"fd={self._fd}"
+        return f"<Workspace {self.root!r} {state}>"
+
+    # -- parsing ---------------------------------------------------------------------
+
+    def target(self, path: str, *, allow_outside: bool = False) -> Target:
+        """Parse ``path`` into a :class:`Target` without touching the filesystem.
+
+        Relative paths are below the root. An absolute path whose leading components are
+        exactly the root's canonical components is made relative (a component-wise test:
+        ``/ws_evil`` is not inside ``/ws``). Any other absolute path raises
+        :class:`OutsideWorkspace` unless ``allow_outside`` (the harness passes it only
+        after a one-shot approval of this exact call).
+        """
+        absolute, parts = split_path(path)
+        if not absolute:
+            return Target(False, parts)
+        width = len(self._root_parts)
+        if parts[:width] == self._root_parts:
+            return Target(False, parts[width:])
+        if not allow_outside:
+            raise OutsideWorkspace(path, f"absolute path outside the workspace {self.root!r}")
+        return Target(True, parts)
+
+    def check_secret(self, target: Target, allowed: bool) -> None:
+        """Raise :class:`SecretPath` for a likely-secret target unless ``allowed``."""
+        if allowed:
+            return
+        reason = target.secret_reason()
+        if reason is not None:
+            raise SecretPath(target.display, f"likely secret ({reason}); needs approval")
+
+    # -- descriptor walking -------------------------------------------------------------
+
+    def _base_fd(self, target: Target) -> int:
+        """A new descriptor for the walk's starting directory (caller closes it)."""
+        if target.outside:
+            return os.open("/", PASS_FLAGS)
+        return os.dup(self.fileno())
+
+    def _refusal(self, parent_fd: int, name: str, shown: str, error: OSError) -> WorkspaceError:
+        """Explain why opening ``name`` below ``parent_fd`` failed, precisely."""
+        if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENXIO, errno.EISDIR):
+            try:
+                info = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+            except OSError as second:
+                return map_os_error(second, shown)
+            if stat.S_ISLNK(info.st_mode):
+                return SymlinkRefused(shown, "is a symbolic link (never followed)")
+            if error.errno == errno.ENOTDIR:
+                return NotADirectory(shown, "is not a directory")
+            return NotRegularFile(shown, "is not a regular file")
+        return map_os_error(error, shown)
+
+    def open_dir(self, target: Target, *, listable: bool = True) -> int:
+        """Walk every component of ``target`` as a directory; return a new descriptor.
+
+        With ``listable`` the last descriptor can be listed (``O_RDONLY``); otherwise it is
+        an ``O_PATH`` descriptor usable only as a ``dir_fd``.
+        """
+        return self._walk(target, len(target.parts), listable)
+
+    def _walk(self, target: Target, count: int, listable: bool) -> int:
+        fd = self._base_fd(target)
+        try:
+            for index in range(count):
+                name = target.parts[index]
+                last = index == count - 1
+                flags = DIR_FLAGS if (last and listable) else PASS_FLAGS
+                try:
+                    child = os.open(name, flags, dir_fd=fd)
+                except OSError as error:
+                    shown = Target(target.outside, target.parts[: index + 1]).display
+                    raise self._refusal(fd, name, shown, error) from error
+                os.close(fd)
+                fd = child
+            if count == 0 and listable and target.outside:
+                child = os.open(".", DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = child
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def open_parent(self, target: Target) -> tuple[int, str]:
+        """Open the directory holding ``target``'s last component: ``(dir_fd, name)``.
+
+        The descriptor is ``O_RDONLY`` so it can also be ``fsync``-ed after a rename.
+        """
+        if not target.parts:
+            raise NotRegularFile(target.display, "the workspace root is a directory")
+        fd = self._walk(Target(target.outside, target.parts[:-1]), len(target.parts) - 1, True)
+        return fd, target.parts[-1]
+
+    def open_file_at(
+        self, parent_fd: int, name: str, shown: str, flags: int = FILE_FLAGS
+    ) -> tuple[int, os.stat_result]:
+        """Open the regular file ``name`` below ``parent_fd`` without following or blocking.
+
+        An ``lstat`` first refuses links and special files without opening them (opening
+        some devices has side effects); the open itself uses ``O_NOFOLLOW | O_NONBLOCK``
+        and the opened inode is checked again with ``fstat``, so a swap between the two
+        steps is caught. ``O_NONBLOCK`` is cleared before returning.
+        """
+        try:
+            before = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+        except OSError as error:
+            raise map_os_error(error, shown) from error
+        if stat.S_ISLNK(before.st_mode):
+            raise SymlinkRefused(shown, "is a symbolic link (never followed)")
+        if not stat.S_ISREG(before.st_mode):
+            raise NotRegularFile(shown, f"is not a regular file ({describe_mode(before.st_mode)})")
+        try:
+            fd = os.open(name, flags, dir_fd=parent_fd)
+        except OSError as error:
+            raise self._refusal(parent_fd, name, shown, error) from error
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise NotRegularFile(
+                    shown, f"is not a regular file ({describe_mode(info.st_mode)})"
+                )
+            if (info.st_dev, info.st_ino) != (before.st_dev, before.st_ino):
+                raise ConcurrentModification(
+                    shown, "the file was replaced while it was being opened"
+                )
+            if flags & os.O_NONBLOCK:
+                os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, info
+
+    def open_file(self, target: Target, flags: int = FILE_FLAGS) -> tuple[int, os.stat_result]:
+        """Walk to ``target`` and open it as a regular file (see :meth:`open_file_at`)."""
+        parent_fd, name = self.open_parent(target)
+        try:
+            return self.open_file_at(parent_fd, name, target.display, flags)
+        finally:
+            os.close(parent_fd)
+
+
+def describe_mode(mode: int) -> str:
+    """A short name for the file type in ``mode``."""
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    if stat.S_ISFIFO(mode):
+        return "fifo"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode):
+        return "char_device"
+    if stat.S_ISBLK(mode):
+        return "block_device"
+    return "other"
+
+
+__all__ = [
+    "DIR_FLAGS",
+    "FILE_FLAGS",
+    "MAX_NAME_BYTES",
+    "MAX_PATH_BYTES",
+    "PASS_FLAGS",
+    "Target",
+    "Workspace",
+    "describe_mode",
+    "split_path",
+]

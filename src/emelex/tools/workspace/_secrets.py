@@ -1,0 +1,185 @@
+"""Classification of paths that likely hold credentials.
+
+The list below is data, not code: each rule is a short sequence of shell-style globs that
+must match *consecutive* path components, compared case-insensitively (``.ENV`` and
+``.Ssh/`` are caught like ``.env`` and ``.ssh/``). A rule that matches a directory marks
+everything below it as well, because the rule may match anywhere in the component list.
+
+Reads of a matching path need approval (the tool layer asks, this module only
+classifies); recursive operations skip matching entries unless the call was approved
+(``include_secrets=True``). The list is a heuristic meant to catch the common places
+where keys and tokens live, not a guarantee: a secret can live in any file.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+
+import attrs
+
+
+@attrs.frozen
+class SecretRule:
+    """One entry of the secret list: component globs and a human-readable reason."""
+
+    components: tuple[str, ...]
+    reason: str
+
+
+SECRET_RULES: tuple[SecretRule, ...] = (
+    # dotenv files and their variants (.env.local, .env.production, .env.example too:
+    # templates are cheap to approve, a real file named like one is not cheap to leak)
+    SecretRule((".env",), "dotenv file"),
+    SecretRule((".env.*",), "dotenv file"),
+    SecretRule(("*.env",), "dotenv file"),
+    # private keys and certificates bundles
+    SecretRule(("*.pem",), "PEM key or certificate"),
+    SecretRule(("*.key",), "private key"),
+    SecretRule(("*.p12",), "PKCS#12 bundle"),
+    SecretRule(("*.pfx",), "PKCS#12 bundle"),
+    SecretRule(("*.jks",), "Java keystore"),
+    SecretRule(("*.keystore",), "keystore"),
+    SecretRule(("*.ppk",), "PuTTY private key"),
+    SecretRule(("id_rsa*",), "SSH key"),
+    SecretRule(("id_dsa*",), "SSH key"),
+    SecretRule(("id_ecdsa*",), "SSH key"),
+    SecretRule(("id_ed25519*",), "SSH key"),
+    # whole directories of credentials
+    SecretRule((".ssh",), "SSH directory"),
+    SecretRule((".gnupg",), "GnuPG directory"),
+    SecretRule((".azure",), "Azure CLI credentials"),
+    SecretRule((".config", "gcloud"), "Google Cloud credentials"),
+    SecretRule((".password-store",), "pass password store"),
+    # single well-known credential files
+    SecretRule((".aws", "credentials"), "AWS credentials"),
+    SecretRule((".aws", "config"), "AWS configuration"),
+    SecretRule((".kube", "config"), "Kubernetes credentials"),
+    SecretRule((".docker", "config.json"), "Docker registry credentials"),
+    SecretRule((".config", "gh", "hosts.yml"), "GitHub CLI token"),
+    SecretRule((".npmrc",), "npm token"),
+    SecretRule((".pypirc",), "PyPI token"),
+    SecretRule((".netrc",), "netrc credentials"),
+    SecretRule(("_netrc",), "netrc credentials"),
+    SecretRule((".git-credentials",), "git credentials"),
+    SecretRule((".pgpass",), "PostgreSQL passwords"),
+    SecretRule((".my.cnf",), "MySQL credentials"),
+    SecretRule((".htpasswd",), "HTTP passwords"),
+    SecretRule(("credentials.json",), "service credentials"),
+    SecretRule(("client_secret*.json",), "OAuth client secret"),
+    SecretRule(("service-account*.json",), "cloud service account key"),
+    SecretRule(("secrets.yml",), "secrets file"),
+    SecretRule(("secrets.yaml",), "secrets file"),
+    SecretRule(("secrets.json",), "secrets file"),
+    SecretRule((".vault-token",), "Vault token"),
+    SecretRule(("terraform.tfstate",), "Terraform state (holds secrets)"),
+    SecretRule(("*.tfvars",), "Terraform variables"),
+    # process environments: reachable only as outside paths, but never harmless
+    SecretRule(("proc", "*", "environ"), "process environment"),
+)
+
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+@attrs.frozen
+class _NameMatcher:
+    """Single-component rules split by shape so the common case needs no regex."""
+
+    literals: frozenset[str]
+    suffixes: tuple[str, ...]
+    prefixes: tuple[str, ...]
+    other: re.Pattern[str] | None
+
+    def __call__(self, name: str) -> bool:
+        return (
+            name in self.literals
+            or name.endswith(self.suffixes)
+            or name.startswith(self.prefixes)
+            or (self.other is not None and self.other.fullmatch(name) is not None)
+        )
+
+
+def _name_matcher(globs: Sequence[str]) -> _NameMatcher:
+    literals: set[str] = set()
+    suffixes: list[str] = []
+    prefixes: list[str] = []
+    other: list[str] = []
+    for glob in (g.lower() for g in globs):
+        body = glob[1:] if glob.startswith("*") else glob[:-1] if glob.endswith("*") else None
+        if not _GLOB_CHARS.intersection(glob):
+            literals.add(glob)
+        elif body is not None and body and not _GLOB_CHARS.intersection(body):
+            (suffixes if glob.startswith("*") else prefixes).append(body)
+        else:
+            other.append(f"(?:{fnmatch.translate(glob)})")
+    return _NameMatcher(
+        frozenset(literals),
+        tuple(suffixes),
+        tuple(prefixes),
+        re.compile("|".join(other)) if other else None,
+    )
+
+
+@lru_cache(maxsize=1)
+def _compiled() -> tuple[_NameMatcher, _NameMatcher, tuple[tuple[_NameMatcher, ...], ...]]:
+    """Matchers for single-component rules, for the last glob of longer rules, and those."""
+    single = _name_matcher([r.components[0] for r in SECRET_RULES if len(r.components) == 1])
+    multi = [r.components for r in SECRET_RULES if len(r.components) > 1]
+    last = _name_matcher([components[-1] for components in multi])
+    longer = tuple(tuple(_name_matcher([glob]) for glob in components) for components in multi)
+    return single, last, longer
+
+
+def _components(path: str | Sequence[str]) -> list[str]:
+    parts = path.split("/") if isinstance(path, str) else list(path)
+    return [part.lower() for part in parts if part not in ("", ".")]
+
+
+def _match_ending_at(parts: Sequence[str], end: int) -> bool:
+    """Whether a rule matches a window of lower-cased ``parts`` that ends at index ``end``."""
+    single, last, longer = _compiled()
+    name = parts[end]
+    if single(name):
+        return True
+    if not last(name):
+        return False
+    for matchers in longer:
+        start = end - len(matchers) + 1
+        if start >= 0 and all(m(parts[start + i]) for i, m in enumerate(matchers)):
+            return True
+    return False
+
+
+def secret_reason(path: str | Sequence[str]) -> str | None:
+    """Return why ``path`` looks secret, or ``None`` when no rule matches.
+
+    ``path`` is a ``/``-separated string (relative or absolute) or a list of components.
+    """
+    parts = _components(path)
+    for rule in SECRET_RULES:
+        patterns = [fnmatch.translate(glob.lower()) for glob in rule.components]
+        width = len(patterns)
+        for start in range(len(parts) - width + 1):
+            window = parts[start : start + width]
+            if all(re.fullmatch(p, part) for p, part in zip(patterns, window, strict=True)):
+                return rule.reason
+    return None
+
+
+def is_secret_path(path: str | Sequence[str]) -> bool:
+    """Whether any rule of :data:`SECRET_RULES` matches ``path`` (case-insensitively)."""
+    parts = _components(path)
+    return any(_match_ending_at(parts, end) for end in range(len(parts)))
+
+
+def is_secret_child(parents: Sequence[str], name: str) -> bool:
+    """Whether a rule matches a window ending at ``name``, the child of ``parents``.
+
+    Recursive walks use this: every ancestor was checked when it was entered, so only
+    windows that end at the new component can add a match.
+    """
+    parts = [*(p.lower() for p in parents), name.lower()]
+    return _match_ending_at(parts, len(parts) - 1)
