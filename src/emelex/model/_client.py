@@ -1,0 +1,49 @@
+"""The user-facing handle on a model."""
+
+from __future__ import annotations
+
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import attrs
+
+from emelex.model._capabilities import Capabilities
+from emelex.model._errors import InvalidRequest
+from emelex.model._protocol import AgentModel, GenerationStream
+from emelex.model._request import GenerationRequest
+
+
+def _check_model(_instance: Any, _attribute: Any, value: Any) -> None:
+    if not isinstance(value, AgentModel):
+        raise InvalidRequest(
+            f"Client needs an AgentModel (capabilities + generate), got {type(value).__name__}"
+        )
+
+
+@attrs.frozen(eq=False)
+class Client:
+    """A handle on one model, shared by everything that generates with it.
+
+    ``Client(model)`` wraps any :class:`AgentModel`; a ``Client`` is itself an
+    ``AgentModel`` and forwards to it. Clients compare by identity. Passing something
+    that is not an ``AgentModel`` raises :class:`InvalidRequest`.
+    """
+
+    model: AgentModel = attrs.field(validator=_check_model)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """The wrapped model's capabilities."""
+        return self.model.capabilities
+
+    def generate(self, request: GenerationRequest) -> AbstractAsyncContextManager[GenerationStream]:
+        """Prepare one generation; see :class:`AgentModel` for the stream contract.
+
+        This call does not checkpoint and starts no work. It raises
+        :class:`InvalidRequest` when ``request`` is not a :class:`GenerationRequest`.
+        Checkpoints, errors and cancellation of the returned context and stream are
+        those of the wrapped model.
+        """
+        if not isinstance(request, GenerationRequest):
+            raise InvalidRequest(f"expected a GenerationRequest, got {type(request).__name__}")
+        return self.model.generate(request)

@@ -1,0 +1,82 @@
+"""What a model is asked: the conversation, the declared tools and the options."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from emelex.model._checks import tuple_of
+from emelex.model._errors import InvalidRequest
+from emelex.model._messages import Message
+from emelex.model._options import GenerationOptions
+
+
+def _check_name(_instance: Any, _attribute: Any, value: Any) -> None:
+    if not isinstance(value, str) or not value:
+        raise InvalidRequest(f"a tool name must be a non-empty string, got {value!r}")
+
+
+def _check_description(_instance: Any, _attribute: Any, value: Any) -> None:
+    if not isinstance(value, str):
+        raise InvalidRequest(f"a tool description must be a string, got {value!r}")
+
+
+def _to_schema(value: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise InvalidRequest(f"tool parameters must be a JSON Schema object, got {value!r}")
+    return value if type(value) is dict else dict(value)
+
+
+@attrs.frozen
+class ToolDefinition:
+    """A tool as declared to the model.
+
+    ``parameters`` is the JSON Schema (a dict) the call arguments must satisfy. It is
+    stored as given and should be treated as read-only; validating the schema itself
+    is the tool layer's job. Like :class:`ToolCall` it compares by value but is not
+    hashable.
+    """
+
+    name: str = attrs.field(validator=_check_name)
+    description: str = attrs.field(validator=_check_description)
+    parameters: dict[str, Any] = attrs.field(converter=_to_schema)
+
+
+def _to_messages(value: Sequence[Message]) -> tuple[Message, ...]:
+    messages = tuple_of(value, Message, "messages", InvalidRequest)
+    if not messages:
+        raise InvalidRequest("a generation request needs at least one message")
+    return messages
+
+
+def _to_tools(value: Sequence[ToolDefinition]) -> tuple[ToolDefinition, ...]:
+    tools = tuple_of(value, ToolDefinition, "tools", InvalidRequest)
+    if len({tool.name for tool in tools}) != len(tools):
+        seen: set[str] = set()
+        for tool in tools:
+            if tool.name in seen:
+                raise InvalidRequest(f"tool {tool.name!r} is declared twice")
+            seen.add(tool.name)
+    return tools
+
+
+def _check_options(_instance: Any, _attribute: Any, value: Any) -> None:
+    if not isinstance(value, GenerationOptions):
+        raise InvalidRequest(f"options must be GenerationOptions, got {value!r}")
+
+
+@attrs.frozen
+class GenerationRequest:
+    """One call to a model: a non-empty conversation, the tools it may call and options.
+
+    Sequences are stored as tuples. An empty conversation, a non-``Message`` item, or
+    two tools with the same name raise :class:`InvalidRequest`.
+    """
+
+    messages: tuple[Message, ...] = attrs.field(converter=_to_messages)
+    tools: tuple[ToolDefinition, ...] = attrs.field(default=(), kw_only=True, converter=_to_tools)
+    options: GenerationOptions = attrs.field(
+        factory=GenerationOptions, kw_only=True, validator=_check_options
+    )
