@@ -257,17 +257,21 @@ class Workspace:
         """
         return self._walk(target, len(target.parts), listable)
 
-    def _walk(self, target: Target, count: int, listable: bool) -> int:
+    def _walk(self, target: Target, count: int, listable: bool, create: bool = False) -> int:
         fd = self._base_fd(target)
         try:
             for index in range(count):
                 name = target.parts[index]
                 last = index == count - 1
                 flags = DIR_FLAGS if (last and listable) else PASS_FLAGS
+                shown = Target(target.outside, target.parts[: index + 1]).display
                 try:
                     child = os.open(name, flags, dir_fd=fd)
+                except FileNotFoundError as error:
+                    if not create:
+                        raise self._refusal(fd, name, shown, error) from error
+                    child = self._make_dir(fd, name, shown, flags)
                 except OSError as error:
-                    shown = Target(target.outside, target.parts[: index + 1]).display
                     raise self._refusal(fd, name, shown, error) from error
                 os.close(fd)
                 fd = child
@@ -280,14 +284,30 @@ class Workspace:
             raise
         return fd
 
-    def open_parent(self, target: Target) -> tuple[int, str]:
+    def _make_dir(self, parent_fd: int, name: str, shown: str, flags: int) -> int:
+        """Create the missing directory ``name`` and open it (never through a link)."""
+        try:
+            os.mkdir(name, 0o777, dir_fd=parent_fd)
+        except FileExistsError:
+            pass  # created concurrently: the O_NOFOLLOW open below still checks it
+        except OSError as error:
+            raise map_os_error(error, shown) from error
+        try:
+            return os.open(name, flags, dir_fd=parent_fd)
+        except OSError as error:
+            raise self._refusal(parent_fd, name, shown, error) from error
+
+    def open_parent(self, target: Target, *, create: bool = False) -> tuple[int, str]:
         """Open the directory holding ``target``'s last component: ``(dir_fd, name)``.
 
-        The descriptor is ``O_RDONLY`` so it can also be ``fsync``-ed after a rename.
+        The descriptor is ``O_RDONLY`` so it can also be ``fsync``-ed after a rename. With
+        ``create``, missing directories are made one component at a time (``mkdirat``
+        followed by an ``O_NOFOLLOW`` open).
         """
         if not target.parts:
             raise NotRegularFile(target.display, "the workspace root is a directory")
-        fd = self._walk(Target(target.outside, target.parts[:-1]), len(target.parts) - 1, True)
+        parent = Target(target.outside, target.parts[:-1])
+        fd = self._walk(parent, len(target.parts) - 1, True, create)
         return fd, target.parts[-1]
 
     def open_file_at(
