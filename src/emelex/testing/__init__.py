@@ -1,0 +1,35 @@
+"""Test helpers for code built on emelex, public so users can test their own tools.
+
+``ScriptedModel`` replays scripted rounds as a deterministic model. Hypothesis
+strategies for every model type live in :mod:`emelex.testing.strategies`, imported
+separately because they need the ``hypothesis`` package.
+"""
+
+from emelex.testing._scripted import (
+    Call,
+    Fail,
+    Finish,
+    InvalidScript,
+    Progress,
+    Say,
+    ScriptedModel,
+    ScriptExhausted,
+    Step,
+    Think,
+    Wait,
+)
+
+__all__ = [
+    # scripted model
+    "ScriptedModel",
+    "Step",
+    "Say",
+    "Think",
+    "Call",
+    "Wait",
+    "Fail",
+    "Progress",
+    "Finish",
+    "ScriptExhausted",
+    "InvalidScript",
+]
