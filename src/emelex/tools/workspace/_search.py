@@ -18,9 +18,15 @@ from collections.abc import Collection, Iterator
 import attrs
 
 from emelex._errors import LimitExceeded
-from emelex.tools.workspace._errors import InvalidArgument, PatternError, map_os_error
+from emelex.tools.workspace._errors import (
+    InvalidArgument,
+    NotRegularFile,
+    PatternError,
+    SymlinkRefused,
+    map_os_error,
+)
 from emelex.tools.workspace._read import BINARY_PROBE_BYTES
-from emelex.tools.workspace._root import DIR_FLAGS, FILE_FLAGS, Target, Workspace
+from emelex.tools.workspace._root import DIR_FLAGS, FILE_FLAGS, Target, Workspace, describe_mode
 from emelex.tools.workspace._secrets import is_secret_child
 
 DEFAULT_SKIP_DIRS: frozenset[str] = frozenset({".git", ".hg", ".svn"})
@@ -220,6 +226,13 @@ def _open_base(ws: Workspace, target: Target) -> int | tuple[int, str]:
     if stat.S_ISDIR(info.st_mode):
         os.close(parent_fd)
         return ws.open_dir(target)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(parent_fd)
+        if stat.S_ISLNK(info.st_mode):
+            raise SymlinkRefused(target.display, "is a symbolic link (never followed)")
+        raise NotRegularFile(
+            target.display, f"is not a regular file ({describe_mode(info.st_mode)})"
+        )
     return parent_fd, name
 
 
