@@ -165,7 +165,7 @@ def parts() -> st.SearchStrategy[Part]:
 def _contents(
     part_strategy: st.SearchStrategy[Part] | None = None,
 ) -> st.SearchStrategy[tuple[Part, ...]]:
-    return st.lists(part_strategy or parts(), max_size=3).map(tuple)
+    return st.lists(part_strategy if part_strategy is not None else parts(), max_size=3).map(tuple)
 
 
 # --- tool calls and definitions ------------------------------------------------------------
@@ -180,9 +180,9 @@ def tool_calls(
     """A :class:`ToolCall`; pass ``names`` to restrict it to tools you registered."""
     return st.builds(
         ToolCall,
-        ids or _short_text(min_size=1),
-        names or _short_text(min_size=1),
-        arguments or json_objects(),
+        ids if ids is not None else _short_text(min_size=1),
+        names if names is not None else _short_text(min_size=1),
+        arguments if arguments is not None else json_objects(),
     )
 
 
@@ -191,7 +191,10 @@ def tool_definitions(
 ) -> st.SearchStrategy[ToolDefinition]:
     """A :class:`ToolDefinition` with a small object schema."""
     return st.builds(
-        ToolDefinition, names or _short_text(min_size=1), _short_text(), json_schemas()
+        ToolDefinition,
+        names if names is not None else _short_text(min_size=1),
+        _short_text(),
+        json_schemas(),
     )
 
 
