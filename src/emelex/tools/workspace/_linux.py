@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
 from collections.abc import Callable
 from functools import lru_cache
 
@@ -30,7 +29,7 @@ def _binding() -> _Rename:
         function.argtypes.append(ctypes.c_uint)
         function.restype = ctypes.c_int
         return function
-    number = _SYSCALL_NUMBERS.get(platform.machine())
+    number = _SYSCALL_NUMBERS.get(os.uname().machine)
     if number is None:
         raise OSError(38, "renameat2 is not available on this platform")  # ENOSYS
     syscall = libc.syscall

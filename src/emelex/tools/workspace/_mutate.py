@@ -25,7 +25,6 @@ import contextlib
 import errno
 import hashlib
 import os
-import secrets
 import stat
 from collections.abc import Callable
 
@@ -96,7 +95,7 @@ class _Prior:
 
 def sibling_name(name: str, marker: str) -> str:
     """``.<name><marker><random>``, shortened to stay within ``NAME_MAX`` bytes."""
-    suffix = marker + secrets.token_hex(6)
+    suffix = marker + os.urandom(6).hex()
     room = MAX_NAME_BYTES - 1 - len(suffix)
     encoded = os.fsencode(name)
     if len(encoded) > room:
