@@ -23,6 +23,7 @@ from emelex.tools.workspace import (
     edit_file,
     write_file,
 )
+from emelex.tools.workspace._linux import RENAME_EXCHANGE, renameat2
 
 Hook = Callable[[int, str, str], None]
 
@@ -105,13 +106,13 @@ def test_unrecoverable_race_keeps_prior_inode_under_recovery_name(
     it must survive under a recovery name that the error reports."""
     (root / "f.txt").write_text("base\n")
     hooks["before_install"] = lambda fd, name, temp: _replace(root, "f.txt", "racer\n")
-    real = _mutate.renameat2
+    real = renameat2
     calls = 0
 
     def flaky(old_dir: int, old: str, new_dir: int, new: str, flags: int) -> None:
         nonlocal calls
         calls += 1
-        if calls == 2 and flags == _mutate.RENAME_EXCHANGE:
+        if calls == 2 and flags == RENAME_EXCHANGE:
             raise OSError(5, "simulated I/O error")
         real(old_dir, old, new_dir, new, flags)
 
