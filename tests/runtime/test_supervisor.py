@@ -45,7 +45,9 @@ async def test_open_actor_registers_and_deregisters() -> None:
         assert sup.live_actors == 0
 
 
-async def test_start_handshake_returns_value_and_runs_in_parent_nursery(autojump_clock) -> None:
+async def test_start_handshake_returns_value_and_runs_in_parent_nursery(
+    autojump_clock: object,
+) -> None:
     seen: list[str] = []
 
     async def child(ctx: ActorContext, greeting: str) -> None:
@@ -134,7 +136,7 @@ async def test_handle_cancel_stops_only_that_actor() -> None:
         b.cancel()
 
 
-async def test_children_of_a_child_are_checked_and_visible(autojump_clock) -> None:
+async def test_children_of_a_child_are_checked_and_visible(autojump_clock: object) -> None:
     async def grandparent(ctx: ActorContext) -> None:
         async with ctx.open_children() as children:
             children.start_soon(leaf, kind="model_job", name="leaf")

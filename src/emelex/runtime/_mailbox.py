@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Generic, TypeVar
 
 import attrs
@@ -102,12 +101,14 @@ class Mailbox(Generic[T]):
         """Stop accepting items; receivers drain what is buffered, then see the end."""
         self._send.close()
 
-    async def __aiter__(self) -> AsyncIterator[T]:
-        while True:
-            try:
-                yield await self.get()
-            except MailboxClosed:
-                return
+    def __aiter__(self) -> Mailbox[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        try:
+            return await self.get()
+        except MailboxClosed:
+            raise StopAsyncIteration from None
 
     def statistics(self) -> MailboxStatistics:
         stats = self._send.statistics()

@@ -12,8 +12,8 @@ import queue
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from typing import Any, Generic, TypeVar, cast
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Generic, TypeVar, cast, overload
 
 import trio
 
@@ -189,12 +189,17 @@ class WorkerJob(Generic[R, T]):
                 await self._left.wait()
             raise
 
-    async def batches(self) -> AsyncIterator[list[Any]]:
-        """Yield emitted items in order, in the batches they arrived, until the job ends.
+    def batches(self) -> WorkerJob[R, T]:
+        """Iterate over emitted items in order, in the batches they arrived, until the job
+        ends (``async for batch in job.batches()``). A plain iterator, not a generator, so
+        leaving the loop early needs no cleanup and does not abort the job; :meth:`result`
+        or the context of :meth:`DedicatedWorker.job` decides that."""
+        return self
 
-        Leaving the loop early does not abort the job; :meth:`result` or the job context
-        of :meth:`DedicatedWorker.job` decides that.
-        """
+    def __aiter__(self) -> WorkerJob[R, T]:
+        return self
+
+    async def __anext__(self) -> list[Any]:
         while True:
             with self._space:
                 items = list(self._items)
@@ -202,10 +207,11 @@ class WorkerJob(Generic[R, T]):
                 self._wake_pending = False
                 self._space.notify_all()
             if items:
-                yield items
-                continue
+                await trio.lowlevel.checkpoint()
+                return items
             if self._left.is_set():
-                return
+                await trio.lowlevel.checkpoint()
+                raise StopAsyncIteration
             await self._wake_receive.receive()
 
     async def result(self) -> T:
@@ -338,15 +344,36 @@ class DedicatedWorker(Generic[R]):
             exited()
 
 
-@asynccontextmanager
-async def open_dedicated_worker(
+@overload
+def open_dedicated_worker(
     name: str,
     *,
-    setup: Callable[[], R] | None = None,
+    setup: None = None,
+    teardown: Callable[[None], object] | None = None,
+    queue_capacity: int = 8,
+    emit_capacity: int = 4096,
+) -> AbstractAsyncContextManager[DedicatedWorker[None]]: ...
+
+
+@overload
+def open_dedicated_worker(
+    name: str,
+    *,
+    setup: Callable[[], R],
     teardown: Callable[[R], object] | None = None,
     queue_capacity: int = 8,
     emit_capacity: int = 4096,
-) -> AsyncIterator[DedicatedWorker[R]]:
+) -> AbstractAsyncContextManager[DedicatedWorker[R]]: ...
+
+
+def open_dedicated_worker(
+    name: str,
+    *,
+    setup: Callable[[], Any] | None = None,
+    teardown: Callable[[Any], object] | None = None,
+    queue_capacity: int = 8,
+    emit_capacity: int = 4096,
+) -> AbstractAsyncContextManager[DedicatedWorker[Any]]:
     """Start a dedicated worker thread and yield it once ``setup()`` has succeeded.
 
     ``setup`` runs on the worker thread (errors surface here, unwrapped); ``teardown``
@@ -354,6 +381,17 @@ async def open_dedicated_worker(
     and the thread is joined before this returns. Cancellation during setup waits for
     setup to end (it cannot be interrupted), then propagates.
     """
+    return _open_dedicated_worker(name, setup, teardown, queue_capacity, emit_capacity)
+
+
+@asynccontextmanager
+async def _open_dedicated_worker(
+    name: str,
+    setup: Callable[[], R] | None,
+    teardown: Callable[[R], object] | None,
+    queue_capacity: int,
+    emit_capacity: int,
+) -> AsyncIterator[DedicatedWorker[R]]:
     supervisor = Supervisor.current()
     actor = supervisor.register(ActorKind.WORKER_THREAD, name)
     worker: DedicatedWorker[R] = DedicatedWorker(actor, queue_capacity, emit_capacity)
