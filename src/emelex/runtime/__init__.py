@@ -8,6 +8,7 @@ subtree is empty and raises :class:`DetachedWorkError` otherwise.
 """
 
 from emelex.runtime._actor import Actor, ActorInfo, ActorKind, ActorState, ActorTree
+from emelex.runtime._cancellation import AgentCancellation
 from emelex.runtime._diagnostics import serve_diagnostics
 from emelex.runtime._errors import (
     ActorError,
@@ -38,6 +39,7 @@ __all__ = [
     "CURRENT",
     "MAX_MAILBOX_CAPACITY",
     "Actor",
+    "AgentCancellation",
     "ActorCall",
     "ActorContext",
     "ActorDropped",

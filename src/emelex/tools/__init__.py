@@ -1,1 +1,17 @@
 """Tools an agent can call: the tool protocol, built-in tools and their I/O layers."""
+
+from emelex.tools._protocol import (
+    MAX_PROGRESS_CHARS,
+    AgentTool,
+    ToolCancellationPolicy,
+    ToolInvocation,
+    ToolOutput,
+)
+
+__all__ = [
+    "MAX_PROGRESS_CHARS",
+    "AgentTool",
+    "ToolCancellationPolicy",
+    "ToolInvocation",
+    "ToolOutput",
+]
