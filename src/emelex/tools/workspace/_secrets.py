@@ -81,55 +81,19 @@ SECRET_RULES: tuple[SecretRule, ...] = (
 )
 
 
-_GLOB_CHARS = frozenset("*?[")
-
-
-@attrs.frozen
-class _NameMatcher:
-    """Single-component rules split by shape so the common case needs no regex."""
-
-    literals: frozenset[str]
-    suffixes: tuple[str, ...]
-    prefixes: tuple[str, ...]
-    other: re.Pattern[str] | None
-
-    def __call__(self, name: str) -> bool:
-        return (
-            name in self.literals
-            or name.endswith(self.suffixes)
-            or name.startswith(self.prefixes)
-            or (self.other is not None and self.other.fullmatch(name) is not None)
-        )
-
-
-def _name_matcher(globs: Sequence[str]) -> _NameMatcher:
-    literals: set[str] = set()
-    suffixes: list[str] = []
-    prefixes: list[str] = []
-    other: list[str] = []
-    for glob in (g.lower() for g in globs):
-        body = glob[1:] if glob.startswith("*") else glob[:-1] if glob.endswith("*") else None
-        if not _GLOB_CHARS.intersection(glob):
-            literals.add(glob)
-        elif body is not None and body and not _GLOB_CHARS.intersection(body):
-            (suffixes if glob.startswith("*") else prefixes).append(body)
-        else:
-            other.append(f"(?:{fnmatch.translate(glob)})")
-    return _NameMatcher(
-        frozenset(literals),
-        tuple(suffixes),
-        tuple(prefixes),
-        re.compile("|".join(other)) if other else None,
-    )
+def _alternation(globs: Sequence[str]) -> re.Pattern[str]:
+    """One regex that fully matches any of the (lower-cased) globs."""
+    return re.compile("|".join(f"(?:{fnmatch.translate(glob.lower())})" for glob in globs))
 
 
 @lru_cache(maxsize=1)
-def _compiled() -> tuple[_NameMatcher, _NameMatcher, tuple[tuple[_NameMatcher, ...], ...]]:
-    """Matchers for single-component rules, for the last glob of longer rules, and those."""
-    single = _name_matcher([r.components[0] for r in SECRET_RULES if len(r.components) == 1])
+def _compiled() -> tuple[re.Pattern[str], re.Pattern[str], tuple[tuple[re.Pattern[str], ...], ...]]:
+    """Single-component rules as one regex, the last globs of longer rules as another
+    (a cheap pre-filter), and the longer rules component by component."""
+    single = _alternation([r.components[0] for r in SECRET_RULES if len(r.components) == 1])
     multi = [r.components for r in SECRET_RULES if len(r.components) > 1]
-    last = _name_matcher([components[-1] for components in multi])
-    longer = tuple(tuple(_name_matcher([glob]) for glob in components) for components in multi)
+    last = _alternation([components[-1] for components in multi])
+    longer = tuple(tuple(_alternation([glob]) for glob in components) for components in multi)
     return single, last, longer
 
 
@@ -142,13 +106,13 @@ def _match_ending_at(parts: Sequence[str], end: int) -> bool:
     """Whether a rule matches a window of lower-cased ``parts`` that ends at index ``end``."""
     single, last, longer = _compiled()
     name = parts[end]
-    if single(name):
+    if single.fullmatch(name):
         return True
-    if not last(name):
+    if not last.fullmatch(name):
         return False
     for matchers in longer:
         start = end - len(matchers) + 1
-        if start >= 0 and all(m(parts[start + i]) for i, m in enumerate(matchers)):
+        if start >= 0 and all(m.fullmatch(parts[start + i]) for i, m in enumerate(matchers)):
             return True
     return False
 
@@ -160,11 +124,11 @@ def secret_reason(path: str | Sequence[str]) -> str | None:
     """
     parts = _components(path)
     for rule in SECRET_RULES:
-        patterns = [fnmatch.translate(glob.lower()) for glob in rule.components]
-        width = len(patterns)
+        matchers = [_alternation([glob]) for glob in rule.components]
+        width = len(matchers)
         for start in range(len(parts) - width + 1):
             window = parts[start : start + width]
-            if all(re.fullmatch(p, part) for p, part in zip(patterns, window, strict=True)):
+            if all(m.fullmatch(part) for m, part in zip(matchers, window, strict=True)):
                 return rule.reason
     return None
 
@@ -181,5 +145,11 @@ def is_secret_child(parents: Sequence[str], name: str) -> bool:
     Recursive walks use this: every ancestor was checked when it was entered, so only
     windows that end at the new component can add a match.
     """
-    parts = [*(p.lower() for p in parents), name.lower()]
+    single, last, _longer = _compiled()
+    low = name.lower()
+    if single.fullmatch(low):
+        return True
+    if not last.fullmatch(low):
+        return False
+    parts = [*(p.lower() for p in parents), low]
     return _match_ending_at(parts, len(parts) - 1)

@@ -1,0 +1,138 @@
+"""``grep``/``find_files`` on a generated 20,000-file tree against ``rg -j1`` and ``find``.
+
+Generates a tree in a temporary directory (200 directories x 100 files of ~3 KB source-like
+text), then times, in the same run, the workspace functions and the external tools (when
+installed), checks that they agree on the number of matching lines / files, and prints
+the ratios. The goal for ``grep`` is at most 3x ``rg -j1``.
+
+    .venv/bin/python benchmarks/workspace_grep.py [--files 20000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import random
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from emelex.tools.workspace import Workspace, find_files, grep
+
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "value",
+    "result",
+    "handler",
+    "request",
+    "client",
+    "server",
+    "token",
+]
+
+
+def generate(root: Path, files: int) -> None:
+    rng = random.Random(7)
+    per_dir = 100
+    for index in range(files):
+        directory = root / f"pkg{index // per_dir:03d}" / ("sub" if index % 3 else "")
+        directory.mkdir(parents=True, exist_ok=True)
+        suffix = ".py" if index % 2 else ".txt"
+        lines = []
+        for number in range(60):
+            words = " ".join(rng.choice(WORDS) for _ in range(6))
+            if number % 20 == 7:
+                lines.append(f"def {rng.choice(WORDS)}_handler(request):  # {words}")
+            else:
+                lines.append(f"    {words} = {number}")
+        if index % 997 == 0:
+            lines.append("# RARE_NEEDLE here")
+        (directory / f"f{index:05d}{suffix}").write_text("\n".join(lines) + "\n")
+
+
+def timed(function: Callable[[], object], repeat: int) -> tuple[float, object]:
+    samples = []
+    outcome: object = None
+    for _ in range(repeat):
+        started = time.perf_counter()
+        outcome = function()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples), outcome
+
+
+def external(argv: list[str], cwd: Path) -> int:
+    out = subprocess.run(argv, cwd=cwd, capture_output=True, check=False).stdout
+    return out.count(b"\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--files", type=int, default=20_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    rg = shutil.which("rg")
+    find = shutil.which("find")
+    with tempfile.TemporaryDirectory() as temp:
+        root = Path(temp)
+        generate(root, args.files)
+        with Workspace.open(root) as ws:
+            for label, pattern, literal in (
+                ("literal, rare", "RARE_NEEDLE", True),
+                ("regex, common", r"def \w+_handler\(", False),
+            ):
+                search = functools.partial(
+                    grep,
+                    ws,
+                    pattern,
+                    literal=literal,
+                    max_matches=100_000,
+                    max_bytes=64 * 1024 * 1024,
+                )
+                ours, result = timed(search, args.repeat)
+                count = getattr(result, "match_count", 0)
+                print(f"grep [{label}]: emelex {ours * 1000:.0f} ms, {count} matching lines")
+                if rg is None:
+                    print("  skipped: rg not installed")
+                    continue
+                flags = ["-F"] if literal else []
+                argv = [rg, "-j1", "-n", *flags, "-e", pattern, "."]
+                theirs, rg_count = timed(functools.partial(external, argv, root), args.repeat)
+                print(
+                    f"  rg -j1 {float(theirs) * 1000:.0f} ms, {rg_count} lines;"
+                    f" ratio emelex/rg = {ours / float(theirs):.2f}"
+                )
+
+            ours, found = timed(
+                lambda: find_files(ws, "**/*.py", max_results=1_000_000), args.repeat
+            )
+            matches = len(getattr(found, "matches", ()))
+            print(f"find_files **/*.py: emelex {ours * 1000:.0f} ms, {matches} files")
+            if find is not None:
+                theirs, count = timed(
+                    lambda: external([find, ".", "-type", "f", "-name", "*.py"], root), args.repeat
+                )
+                print(
+                    f"  find {theirs * 1000:.0f} ms, {count} files;"
+                    f" ratio emelex/find = {ours / theirs:.2f}"
+                )
+            if rg is None:
+                print("  skipped: rg not installed")
+            else:
+                theirs, count = timed(
+                    lambda: external([rg, "-j1", "--files", "-g", "*.py"], root), args.repeat
+                )
+                print(
+                    f"  rg --files {theirs * 1000:.0f} ms, {count} files;"
+                    f" ratio emelex/rg = {ours / theirs:.2f}"
+                )
+
+
+if __name__ == "__main__":
+    main()
