@@ -7,14 +7,19 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from emelex._errors import LimitExceeded
 from emelex.tools.workspace import (
     EditMismatch,
     InvalidArgument,
     NotTextFile,
+    OutsideWorkspace,
+    PathRejected,
     PatternError,
     SecretPath,
+    SymlinkRefused,
     Workspace,
     WorkspaceClosed,
     compile_glob,
@@ -27,6 +32,7 @@ from emelex.tools.workspace import (
     secret_reason,
     write_file,
 )
+from emelex.tools.workspace._root import split_path
 
 
 def test_read_whole_file_reports_hash_and_lines(ws: Workspace, root: Path) -> None:
@@ -255,3 +261,43 @@ def test_closed_workspace_refuses(root: Path) -> None:
     workspace.close()  # idempotent
     with pytest.raises(WorkspaceClosed):
         read_file(workspace, "x")
+
+
+def test_classify_and_directory_path(ws: Workspace, root: Path, outside: Path) -> None:
+    (root / "src").mkdir()
+    (root / "lnk").symlink_to(root / "src")
+    assert ws.directory_path() == str(root)
+    assert ws.directory_path("src") == str(root / "src")
+    with pytest.raises(SymlinkRefused):
+        ws.directory_path("lnk")
+    with pytest.raises(OutsideWorkspace):
+        ws.directory_path(str(outside))
+    assert ws.directory_path(str(outside), allow_outside=True) == str(outside)
+    inside = ws.classify(str(root / "a" / ".env"))
+    assert (inside.outside, inside.display, inside.secret_reason()) == (
+        False,
+        "a/.env",
+        "dotenv file",
+    )
+    assert ws.classify("/etc/hosts").outside
+
+
+@given(st.text(alphabet="ab./~\0é", max_size=40))
+def test_split_path_yields_only_clean_components(path: str) -> None:
+    try:
+        _absolute, parts = split_path(path)
+    except PathRejected:
+        return
+    assert "\0" not in path
+    for part in parts:
+        assert part not in ("", ".", "..")
+        assert "/" not in part
+
+
+@given(st.text(alphabet="ab*?[]{},/.!", max_size=30))
+def test_glob_compiles_or_raises_a_typed_error(pattern: str) -> None:
+    try:
+        glob = compile_glob(pattern)
+    except PatternError:
+        return
+    glob.regex.match("a/b.c")

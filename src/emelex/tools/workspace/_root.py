@@ -219,6 +219,29 @@ class Workspace:
             raise OutsideWorkspace(path, f"absolute path outside the workspace {self.root!r}")
         return Target(True, parts)
 
+    def classify(self, path: str) -> Target:
+        """Parse ``path`` for an approval decision, without touching the filesystem.
+
+        The result's ``outside`` says whether the path needs outside-root approval and
+        ``secret_reason()`` whether it needs secret approval. Raises ``PathRejected`` for
+        path text no approval can make acceptable.
+        """
+        return self.target(path, allow_outside=True)
+
+    def directory_path(self, path: str = ".", *, allow_outside: bool = False) -> str:
+        """Verify ``path`` is a directory reachable without links; return its absolute path.
+
+        For the shell tool's working directory. The check walks descriptors like every
+        other operation, but the returned string is re-resolved by the child process's
+        ``chdir``: a directory swapped for a link after this call is not detected (the
+        shell is a host tool, not a sandbox).
+        """
+        target = self.target(path, allow_outside=allow_outside)
+        os.close(self.open_dir(target, listable=False))
+        if target.outside:
+            return target.display
+        return "/".join((self.root.rstrip("/"), *target.parts)) or "/"
+
     def check_secret(self, target: Target, allowed: bool) -> None:
         """Raise :class:`SecretPath` for a likely-secret target unless ``allowed``."""
         if allowed:
