@@ -1,13 +1,15 @@
 """Crash consistency: SIGKILL a writer at random moments; the target is never partial.
 
-A child process alternates ``write_file`` and ``edit_file`` on one file, acknowledging
-each completed step on stdout. The parent kills it with ``SIGKILL`` after a random delay
-and checks that the file holds one complete version: the last acknowledged one or the
-next (the step in flight may have been installed just before the kill). Leftover
-temporary siblings are allowed (a crash can leave one), a missing or mixed file is not.
+A helper process (a small Python script) imports the workspace package once, then for
+each trial forks a worker that alternates ``write_file`` and ``edit_file`` on one file,
+acknowledging each completed step on stdout. The test kills the worker with ``SIGKILL``
+after a random delay and checks that the file holds one complete version: the last
+acknowledged one or the next (the step in flight may have been installed just before the
+kill). Leftover temporary siblings are allowed (a crash can leave one); a missing, partial
+or mixed file is not, and no other sibling may appear.
 
 ``EMELEX_CRASH_TRIALS`` sets the number of trials (default 50; the documented longer run
-uses 200).
+is ``EMELEX_CRASH_TRIALS=200``).
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ import emelex
 TRIALS = int(os.environ.get("EMELEX_CRASH_TRIALS", "50"))
 FILLER = "".join(f"filler line {i:06d} " + "x" * 80 + "\n" for i in range(2000))  # ~190 KB
 
-CHILD = r"""
-import sys
+HELPER = r"""
+import os, sys
 from emelex.tools.workspace import Workspace, edit_file, write_file
 
 FILLER = "".join(f"filler line {i:06d} " + "x" * 80 + "\n" for i in range(2000))
@@ -34,16 +36,27 @@ FILLER = "".join(f"filler line {i:06d} " + "x" * 80 + "\n" for i in range(2000))
 def content(k):
     return f"<{k}>\n" + FILLER + f"<{k}>\n"
 
-ws = Workspace.open(sys.argv[1])
-print("ready", flush=True)
-k = 0
-while True:
-    if k % 2 == 0:
-        write_file(ws, "data.txt", content(k + 1))
-    else:
-        edit_file(ws, "data.txt", f"<{k}>", f"<{k + 1}>", count=2)
-    k += 1
-    print(k, flush=True)
+def work(root):
+    ws = Workspace.open(root)
+    print("ready", os.getpid(), flush=True)
+    k = 0
+    while True:
+        if k % 2 == 0:
+            write_file(ws, "data.txt", content(k + 1))
+        else:
+            edit_file(ws, "data.txt", f"<{k}>", f"<{k + 1}>", count=2)
+        k += 1
+        print("ack", k, flush=True)
+
+for line in sys.stdin:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            work(line.strip())
+        finally:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    print("done", status, flush=True)
 """
 
 
@@ -54,33 +67,45 @@ def content(k: int) -> str:
 def test_sigkill_never_leaves_a_partial_file(tmp_path: Path) -> None:
     source = str(Path(emelex.__file__).resolve().parent.parent)
     env = dict(os.environ, PYTHONPATH=source)
-    leftovers = 0
+    helper = subprocess.Popen(
+        [sys.executable, "-c", HELPER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
+    assert helper.stdin is not None
+    assert helper.stdout is not None
     steps = 0
-    for trial in range(TRIALS):
-        root = tmp_path / f"t{trial}"
-        root.mkdir()
-        (root / "data.txt").write_text(content(0))
-        child = subprocess.Popen(
-            [sys.executable, "-c", CHILD, str(root)],
-            stdout=subprocess.PIPE,
-            env=env,
-        )
-        assert child.stdout is not None
-        assert child.stdout.readline() == b"ready\n"
-        time.sleep(random.random() * 0.04)
-        child.send_signal(signal.SIGKILL)
-        rest = child.stdout.read().split()
-        child.wait()
-        child.stdout.close()
-        assert child.returncode == -signal.SIGKILL
-        acked = int(rest[-1]) if rest else 0
-        steps += acked
-        text = (root / "data.txt").read_text()
-        head = text.split("\n", 1)[0]
-        version = int(head.strip("<>"))
-        assert text == content(version), f"trial {trial}: partial or mixed content"
-        assert version in (acked, acked + 1), (trial, version, acked)
-        others = [p.name for p in root.iterdir() if p.name != "data.txt"]
-        assert all(".emelex-tmp-" in name for name in others), others
-        leftovers += len(others)
-    assert steps > 0  # the kills did land while work was being done
+    try:
+        for trial in range(TRIALS):
+            root = tmp_path / f"t{trial}"
+            root.mkdir()
+            (root / "data.txt").write_text(content(0))
+            helper.stdin.write(f"{root}\n")
+            helper.stdin.flush()
+            ready, pid = helper.stdout.readline().split()
+            assert ready == "ready"
+            time.sleep(random.random() * 0.03)
+            os.kill(int(pid), signal.SIGKILL)
+            acked = 0
+            while True:
+                word, number = helper.stdout.readline().split()
+                if word == "done":
+                    status = int(number)
+                    break
+                acked = int(number)
+            assert os.WIFSIGNALED(status)
+            assert os.WTERMSIG(status) == signal.SIGKILL
+            steps += acked
+            text = (root / "data.txt").read_text()
+            version = int(text.split("\n", 1)[0].strip("<>"))
+            assert text == content(version), f"trial {trial}: partial or mixed content"
+            assert version in (acked, acked + 1), (trial, version, acked)
+            others = [p.name for p in root.iterdir() if p.name != "data.txt"]
+            assert all(".emelex-tmp-" in name for name in others), others
+    finally:
+        helper.stdin.close()
+        helper.wait(timeout=30)
+        helper.stdout.close()
+    assert steps > 0  # kills landed while work was in progress, not only before it

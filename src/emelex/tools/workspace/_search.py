@@ -63,9 +63,12 @@ def _translate_component(text: str, pattern: str) -> str:
                 out.append(re.escape(char))
             else:
                 body = text[i + 1 : end]
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append("[" + body.replace("\\", "\\\\") + "]")
+                negate = body.startswith("!")
+                if negate:
+                    body = body[1:]
+                # keep "-" for ranges; escape everything a regex class treats specially
+                chars = "".join(c if c == "-" else re.escape(c) for c in body)
+                out.append("[" + ("^" if negate else "") + chars + "]")
                 i = end
         elif char == "{":
             end = text.find("}", i)
