@@ -227,7 +227,14 @@ async def open_supervisor(name: str) -> AsyncIterator[Supervisor]:
 class ActorContext:
     """What an actor's function receives: its node, mailbox and cooperative signals."""
 
-    __slots__ = ("_cancel_event", "_start_scope", "_task_status", "actor", "supervisor")
+    __slots__ = (
+        "_cancel_callbacks",
+        "_cancel_event",
+        "_start_scope",
+        "_task_status",
+        "actor",
+        "supervisor",
+    )
 
     def __init__(self, supervisor: Supervisor, actor: Actor) -> None:
         self.supervisor = supervisor
@@ -235,6 +242,7 @@ class ActorContext:
         self._task_status: trio.TaskStatus[Any] | None = None
         self._cancel_event: trio.Event | None = None
         self._start_scope: trio.CancelScope | None = None
+        self._cancel_callbacks: list[Callable[[], object]] | None = None
 
     def started(self, value: Any = None) -> None:
         """Finish the startup handshake of :meth:`ActorNursery.start` (idempotent no-op
@@ -266,9 +274,23 @@ class ActorContext:
 
     def request_cancel(self) -> None:
         """Deliver the cooperative stop signal (idempotent)."""
+        if self.actor.cancel_requested and self._cancel_callbacks is None:
+            return
         self.actor.cancel_requested = True
         if self._cancel_event is not None:
             self._cancel_event.set()
+        callbacks, self._cancel_callbacks = self._cancel_callbacks, None
+        for callback in callbacks or ():
+            callback()
+
+    def on_cancel_requested(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` when the cooperative stop signal arrives (now, if it has)."""
+        if self.actor.cancel_requested:
+            callback()
+            return
+        if self._cancel_callbacks is None:
+            self._cancel_callbacks = []
+        self._cancel_callbacks.append(callback)
 
     async def start_point(self) -> None:
         """Pass the start point of a FINISH_ONCE_STARTED call.

@@ -7,10 +7,12 @@ from emelex.tools._protocol import (
     ToolInvocation,
     ToolOutput,
 )
+from emelex.tools._settings import BuiltinSettings
 
 __all__ = [
     "MAX_PROGRESS_CHARS",
     "AgentTool",
+    "BuiltinSettings",
     "ToolCancellationPolicy",
     "ToolInvocation",
     "ToolOutput",

@@ -1,0 +1,49 @@
+"""Approval policies: one-shot decisions about exact tool calls."""
+
+from __future__ import annotations
+
+from typing import Protocol, TypeAlias, runtime_checkable
+
+import attrs
+
+from emelex.model import ToolCall, ToolDefinition
+
+
+@attrs.frozen
+class ApprovalContext:
+    """What a policy decides on: the exact call (harness id and validated arguments),
+    the tool's declaration and the tool's sentence naming the action."""
+
+    session_id: str
+    turn_id: str
+    call: ToolCall
+    tool: ToolDefinition
+    reason: str
+
+
+@attrs.frozen
+class Approve:
+    """Run this one call. Nothing is remembered: the next call asks again."""
+
+
+@attrs.frozen
+class Deny:
+    reason: str = "denied by approval policy"
+
+
+ApprovalDecision: TypeAlias = Approve | Deny
+
+
+@runtime_checkable
+class ApprovalPolicy(Protocol):
+    """Decides one call at a time. ``decide`` may wait (e.g. for a human); the harness
+    runs it as an approval actor that is cancelled with the turn."""
+
+    async def decide(self, context: ApprovalContext) -> ApprovalDecision: ...
+
+
+class DenyAll:
+    """The default policy: every request for approval is denied."""
+
+    async def decide(self, context: ApprovalContext) -> ApprovalDecision:
+        return Deny("no approval policy is configured (the default denies every call)")

@@ -1,0 +1,273 @@
+"""AgentSessionBuilder: resolves and validates a session's authority."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from emelex._ids import new_id
+from emelex.agent._approval import ApprovalPolicy, DenyAll
+from emelex.agent._authority import AgentAuthoritySnapshot, ToolAuthority, WorkspaceIdentity
+from emelex.agent._ceilings import ResourceCeilings, check_request, measure_messages
+from emelex.agent._errors import (
+    AgentError,
+    CapabilityMissing,
+    ConfigurationConflict,
+    InvalidWorkspace,
+)
+from emelex.agent._history import has_tool_history, strip_reasoning, validate_history
+from emelex.agent._tool_table import ToolTable
+from emelex.model import (
+    UNSET,
+    AgentModel,
+    Capabilities,
+    Client,
+    GenerationOptions,
+    Message,
+)
+from emelex.tools import AgentTool, BuiltinSettings
+from emelex.tools.workspace import Workspace, WorkspaceError
+
+if TYPE_CHECKING:
+    from emelex.agent._session import AgentSession
+
+#: Hard ceiling on the shell timeout setting (20 minutes).
+MAX_SHELL_TIMEOUT_SECONDS = 20 * 60
+
+
+def thinking_requested(options: GenerationOptions) -> bool:
+    reasoning = options.reasoning
+    return reasoning is not UNSET and reasoning.mode != "off"
+
+
+def check_options_capabilities(options: GenerationOptions, capabilities: Capabilities) -> None:
+    """Raise CapabilityMissing when ``options`` ask for thinking the model proves it
+    cannot toggle. Unknown capabilities defer."""
+    if thinking_requested(options) and capabilities.thinking_toggle is False:
+        raise CapabilityMissing(
+            "reasoning is requested but the model's chat template has no thinking toggle"
+        )
+
+
+@attrs.frozen
+class Resolved:
+    """The outcome of resolving a builder (shared by ``build`` and the snapshot)."""
+
+    workspace: Workspace
+    table: ToolTable
+    history: tuple[Message, ...]
+    strip_reasoning: bool
+    snapshot: AgentAuthoritySnapshot
+
+
+class AgentSessionBuilder:
+    """Collects a session's configuration; :meth:`build` validates all of it.
+
+    Every setter returns the builder. :meth:`authority_snapshot` resolves exactly what
+    :meth:`build` would, without building.
+    """
+
+    def __init__(self, client: Client | AgentModel, workspace: str | os.PathLike[str]) -> None:
+        self._client = client if isinstance(client, Client) else Client(client)
+        self._workspace = os.fspath(workspace)
+        self._system_prompt: str | None = None
+        self._history: tuple[Message, ...] = ()
+        self._tools: list[AgentTool] = []
+        self._approval: ApprovalPolicy = DenyAll()
+        self._options = GenerationOptions()
+        self._builtins = BuiltinSettings()
+        self._ceilings = ResourceCeilings()
+        self._session_id: str | None = None
+        self._web_search_provider: Any = None
+
+    # -- configuration --------------------------------------------------------------------
+    def system_prompt(self, text: str) -> AgentSessionBuilder:
+        self._system_prompt = text
+        return self
+
+    def history(self, messages: Iterable[Message]) -> AgentSessionBuilder:
+        self._history = tuple(messages)
+        return self
+
+    def tool(self, tool: AgentTool) -> AgentSessionBuilder:
+        self._tools.append(tool)
+        return self
+
+    def tools(self, tools: Iterable[AgentTool]) -> AgentSessionBuilder:
+        self._tools.extend(tools)
+        return self
+
+    def approval_policy(self, policy: ApprovalPolicy) -> AgentSessionBuilder:
+        self._approval = policy
+        return self
+
+    def options(self, options: GenerationOptions) -> AgentSessionBuilder:
+        self._options = options
+        return self
+
+    def session_id(self, session_id: str) -> AgentSessionBuilder:
+        self._session_id = session_id
+        return self
+
+    def _builtin(self, **changes: Any) -> AgentSessionBuilder:
+        self._builtins = attrs.evolve(self._builtins, **changes)
+        return self
+
+    def include_file_tools(self, enabled: bool) -> AgentSessionBuilder:
+        return self._builtin(file_tools=enabled)
+
+    def include_shell_tool(self, enabled: bool) -> AgentSessionBuilder:
+        return self._builtin(shell=enabled)
+
+    def include_web_fetch(self, enabled: bool) -> AgentSessionBuilder:
+        return self._builtin(web_fetch=enabled)
+
+    def include_datetime(self, enabled: bool) -> AgentSessionBuilder:
+        return self._builtin(datetime=enabled)
+
+    def web_search_provider(self, provider: Any) -> AgentSessionBuilder:
+        self._web_search_provider = provider
+        return self._builtin(web_search=provider is not None)
+
+    def web_response_bytes(self, limit: int) -> AgentSessionBuilder:
+        if limit < 1:
+            raise ValueError("web_response_bytes must be positive")
+        return self._builtin(web_response_bytes=limit)
+
+    def shell_timeout_seconds(self, seconds: float) -> AgentSessionBuilder:
+        if not 0 < seconds <= MAX_SHELL_TIMEOUT_SECONDS:
+            raise ValueError(f"shell timeout must be within (0, {MAX_SHELL_TIMEOUT_SECONDS}] s")
+        return self._builtin(shell_timeout_seconds=float(seconds))
+
+    def shell_output_bytes(self, limit: int) -> AgentSessionBuilder:
+        if limit < 1:
+            raise ValueError("shell_output_bytes must be positive")
+        return self._builtin(shell_output_bytes=limit)
+
+    def ceilings(self, ceilings: ResourceCeilings) -> AgentSessionBuilder:
+        self._ceilings = ceilings
+        return self
+
+    def _ceiling(self, **changes: int) -> AgentSessionBuilder:
+        self._ceilings = attrs.evolve(self._ceilings, **changes)
+        return self
+
+    def max_messages(self, n: int) -> AgentSessionBuilder:
+        return self._ceiling(max_messages=n)
+
+    def max_message_bytes(self, n: int) -> AgentSessionBuilder:
+        return self._ceiling(max_message_bytes=n)
+
+    def max_media_bytes(self, n: int) -> AgentSessionBuilder:
+        return self._ceiling(max_media_bytes=n)
+
+    def max_schema_bytes(self, n: int) -> AgentSessionBuilder:
+        return self._ceiling(max_schema_bytes=n)
+
+    def max_metadata_bytes(self, n: int) -> AgentSessionBuilder:
+        return self._ceiling(max_metadata_bytes=n)
+
+    def max_tool_argument_bytes(self, n: int) -> AgentSessionBuilder:
+        return self._ceiling(max_tool_argument_bytes=n)
+
+    # -- resolution -----------------------------------------------------------------------
+    def _builtin_tools(self, workspace: Workspace) -> Sequence[AgentTool]:
+        from emelex.tools.builtin import builtin_tools
+
+        return builtin_tools(workspace, self._builtins, self._web_search_provider)
+
+    def _resolve(self) -> Resolved:
+        try:
+            workspace = Workspace.open(self._workspace)
+        except WorkspaceError as exc:
+            raise InvalidWorkspace(f"cannot open workspace {self._workspace!r}: {exc}") from exc
+        try:
+            return self._resolve_with(workspace)
+        except BaseException:
+            workspace.close()
+            raise
+
+    def _resolve_with(self, workspace: Workspace) -> Resolved:
+        capabilities = self._client.capabilities
+        table = ToolTable([*self._builtin_tools(workspace), *self._tools])
+        history = self._history
+        validate_history(history, table.names)
+        has_system = bool(history) and history[0].role == "system"
+        if self._system_prompt is not None:
+            if has_system:
+                raise ConfigurationConflict(
+                    "a system prompt was given and the resumed history already has a system "
+                    "message; give one or the other"
+                )
+            history = (Message("system", self._system_prompt), *history)
+            has_system = True
+        if has_system and capabilities.system_prompt is False:
+            raise CapabilityMissing("the model's chat template drops the system prompt")
+        if len(table) and capabilities.tool_declarations is False:
+            raise CapabilityMissing("the model's chat template drops tool declarations")
+        if has_tool_history(history) and capabilities.tool_history is False:
+            raise CapabilityMissing("the model's chat template drops tool calls or results")
+        check_options_capabilities(self._options, capabilities)
+        strip = capabilities.reasoning_history is False
+        if strip:
+            history = strip_reasoning(history)
+        check_request(
+            measure_messages(history),
+            sum(table[name].schema_bytes for name in table.names),
+            self._ceilings,
+        )
+        tools = tuple(
+            ToolAuthority(
+                name=entry.definition.name,
+                description=entry.definition.description,
+                parameters=json.dumps(
+                    entry.definition.parameters, sort_keys=True, separators=(",", ":")
+                ),
+                cancellation_policy=entry.policy.value,
+                identity=entry.identity,
+            )
+            for entry in sorted((table[name] for name in table.names), key=_by_name)
+        )
+        snapshot = AgentAuthoritySnapshot(
+            workspace=WorkspaceIdentity(workspace.root, workspace.device, workspace.inode),
+            tools=tools,
+            builtins=self._builtins,
+            ceilings=self._ceilings,
+        )
+        return Resolved(workspace, table, history, strip, snapshot)
+
+    def authority_snapshot(self) -> AgentAuthoritySnapshot:
+        """Resolve exactly as :meth:`build` does and return the authority snapshot.
+
+        Does not consume the builder; raises the same errors ``build`` would.
+        """
+        resolved = self._resolve()
+        resolved.workspace.close()
+        return resolved.snapshot
+
+    def build(self) -> AgentSession:
+        """Validate everything and return the session. Raises :class:`AgentError`
+        subclasses (InvalidWorkspace, InvalidToolDeclaration, InvalidHistory,
+        ConfigurationConflict, CapabilityMissing, CeilingExceeded)."""
+        from emelex.agent._session import AgentSession
+
+        resolved = self._resolve()
+        return AgentSession(
+            session_id=self._session_id or new_id(),
+            client=self._client,
+            resolved=resolved,
+            approval=self._approval,
+            options=self._options,
+            ceilings=self._ceilings,
+        )
+
+
+def _by_name(entry: Any) -> str:
+    return str(entry.definition.name)
+
+
+__all__ = ["AgentError", "AgentSessionBuilder"]

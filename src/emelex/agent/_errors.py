@@ -1,0 +1,87 @@
+"""Errors of the agent harness, rooted in :class:`AgentError`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from emelex._errors import EmelexError, LimitExceeded
+
+if TYPE_CHECKING:
+    from emelex.model import Message
+
+
+class AgentError(EmelexError):
+    """Root of the harness's errors.
+
+    Errors raised by a failed turn also say what happened to its history:
+    ``rolled_back`` is True when nothing was committed (no tool may have run), False
+    when a structurally complete checkpoint was committed (``checkpoint`` holds exactly
+    those messages), and None for errors raised outside a turn.
+    """
+
+    rolled_back: bool | None = None
+    checkpoint: tuple[Message, ...] = ()
+
+
+class InvalidWorkspace(AgentError):
+    """The workspace is not an existing directory that can be opened."""
+
+
+class InvalidToolDeclaration(AgentError):
+    """A tool declaration is malformed: bad JSON Schema, duplicate or invalid name."""
+
+
+class InvalidHistory(AgentError):
+    """Resumed history is structurally invalid (calls without results, duplicates, ...)."""
+
+
+class ConfigurationConflict(AgentError):
+    """Two settings contradict each other (e.g. a system prompt and a system message)."""
+
+
+class CapabilityMissing(AgentError):
+    """The model is proven unable to preserve something the session relies on."""
+
+
+class CeilingExceeded(LimitExceeded, AgentError):
+    """A request or the history exceeds an aggregate resource ceiling."""
+
+
+class ToolUnavailable(AgentError):
+    """A tool name is outside the session's tool-authority ceiling."""
+
+
+class UnsupportedContent(AgentError):
+    """User content of a kind the harness refuses (encoded video)."""
+
+
+class InvalidTurnOptions(AgentError):
+    """Per-turn generation options are invalid on their own or merged with defaults."""
+
+
+class TurnInProgress(AgentError):
+    """A session runs one turn at a time."""
+
+
+class SessionClosed(AgentError):
+    """The session was closed."""
+
+
+class TurnCancelled(AgentError):
+    """The turn's AgentCancellation fired."""
+
+
+class ModelFailed(AgentError):
+    """The model (or its stream) raised; the original error is the ``__cause__``."""
+
+
+class ProtocolViolation(AgentError):
+    """The model broke the stream contract (non-prefix deltas, missing completion, ...)."""
+
+
+class EventConsumerError(AgentError):
+    """The event consumer of a ``try_run_*`` call raised; the error is the ``__cause__``."""
+
+
+class ApprovalFailed(AgentError):
+    """The approval policy raised instead of deciding; the error is the ``__cause__``."""

@@ -1,0 +1,107 @@
+"""The session's registered tools with their validators, built once at build time."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+import jsonschema
+import jsonschema.exceptions
+import jsonschema.protocols
+import jsonschema.validators
+
+from emelex.agent._ceilings import schema_bytes
+from emelex.agent._errors import InvalidToolDeclaration
+from emelex.model import ToolDefinition
+from emelex.tools import AgentTool, ToolCancellationPolicy
+
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+#: Longest validation message returned to the model for one invalid call.
+MAX_VALIDATION_MESSAGE = 600
+
+
+@attrs.frozen
+class RegisteredTool:
+    tool: AgentTool
+    definition: ToolDefinition
+    policy: ToolCancellationPolicy
+    validator: jsonschema.protocols.Validator
+    schema_bytes: int
+    identity: tuple[tuple[str, str], ...]
+
+    def validation_error(self, arguments: Mapping[str, Any]) -> str | None:
+        """None when ``arguments`` satisfy the schema, else a bounded explanation."""
+        error = jsonschema.exceptions.best_match(self.validator.iter_errors(arguments))
+        if error is None:
+            return None
+        where = "/".join(str(step) for step in error.absolute_path) or "(root)"
+        text = f"invalid arguments at {where}: {error.message}"
+        if len(text) > MAX_VALIDATION_MESSAGE:
+            text = text[: MAX_VALIDATION_MESSAGE - 1] + "…"
+        return text
+
+
+def _register(tool: AgentTool) -> RegisteredTool:
+    if not isinstance(tool, AgentTool):
+        raise InvalidToolDeclaration(f"{tool!r} does not implement the AgentTool protocol")
+    definition = tool.definition
+    if not isinstance(definition, ToolDefinition):
+        raise InvalidToolDeclaration(f"{tool!r}.definition is not a ToolDefinition")
+    if not _NAME.fullmatch(definition.name):
+        raise InvalidToolDeclaration(
+            f"tool name {definition.name!r} must be 1-64 characters of letters, digits, _ . -"
+        )
+    schema = definition.parameters
+    if schema.get("type", "object") != "object":
+        raise InvalidToolDeclaration(f"tool {definition.name!r}: parameters must be an object")
+    try:
+        validator_class = jsonschema.validators.validator_for(
+            schema, default=jsonschema.Draft202012Validator
+        )
+        validator_class.check_schema(schema)
+    except jsonschema.exceptions.SchemaError as exc:
+        raise InvalidToolDeclaration(
+            f"tool {definition.name!r} has an invalid JSON Schema: {exc.message}"
+        ) from exc
+    policy = tool.cancellation_policy
+    if not isinstance(policy, ToolCancellationPolicy):
+        raise InvalidToolDeclaration(f"tool {definition.name!r}: invalid cancellation policy")
+    identity = getattr(tool, "authority_identity", None) or {}
+    return RegisteredTool(
+        tool=tool,
+        definition=definition,
+        policy=policy,
+        validator=validator_class(schema),
+        schema_bytes=schema_bytes(definition),
+        identity=tuple(sorted((str(k), str(v)) for k, v in dict(identity).items())),
+    )
+
+
+class ToolTable:
+    """Registered tools by name, in declaration order."""
+
+    __slots__ = ("_by_name", "names")
+
+    def __init__(self, tools: Sequence[AgentTool]) -> None:
+        self._by_name: dict[str, RegisteredTool] = {}
+        for tool in tools:
+            entry = _register(tool)
+            name = entry.definition.name
+            if name in self._by_name:
+                raise InvalidToolDeclaration(f"duplicate tool name {name!r}")
+            self._by_name[name] = entry
+        self.names: tuple[str, ...] = tuple(self._by_name)
+
+    def get(self, name: str) -> RegisteredTool | None:
+        return self._by_name.get(name)
+
+    def __getitem__(self, name: str) -> RegisteredTool:
+        return self._by_name[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def __len__(self) -> int:
+        return len(self._by_name)

@@ -1,0 +1,348 @@
+"""The pure turn state machine: no Trio, no I/O.
+
+The turn actor feeds it model events and tool results and delivers the agent events it
+returns. It owns the rules that decide what a turn may commit:
+
+* the prefix contract: answer and reasoning deltas must concatenate to a prefix of the
+  terminal response; the missing suffix is emitted before ``ModelCompleted``;
+* tool calls are untrusted proposals: looked up, checked against the enabled set,
+  validated against their schema, and re-identified with a fresh UUIDv7;
+* batches: an assistant message and its tool results enter the turn only as a whole;
+  on failure, nothing is committed if no tool may have run (rollback), otherwise a
+  structurally complete checkpoint is (calls that did not run get a synthetic result).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+
+import attrs
+
+from emelex._ids import new_id
+from emelex.agent._ceilings import (
+    RequestSize,
+    ResourceCeilings,
+    check_request,
+    measure_message,
+)
+from emelex.agent._errors import ProtocolViolation
+from emelex.agent._events import (
+    AgentEvent,
+    AnswerDelta,
+    ModelCompleted,
+    ModelProgress,
+    ModelStarted,
+    ReasoningDelta,
+    ToolCompleted,
+    ToolProposed,
+    ToolStarted,
+    TurnCompleted,
+    TurnStarted,
+)
+from emelex.agent._tool_table import RegisteredTool, ToolTable
+from emelex.model import (
+    Completed,
+    GenerationEvent,
+    GenerationOptions,
+    GenerationRequest,
+    Message,
+    Progress,
+    Response,
+    TextDelta,
+    ToolCall,
+    ToolDefinition,
+    Usage,
+)
+from emelex.model import ReasoningDelta as ModelReasoningDelta
+from emelex.tools import ToolOutput
+
+NOT_EXECUTED = "not executed: the turn ended before this call ran"
+INTERRUPTED = (
+    "interrupted: the call started but the turn was cancelled before it returned; "
+    "its effects are unknown"
+)
+
+
+class TurnPhase(enum.Enum):
+    READY = "ready"  # between rounds: a model request may be built
+    GENERATING = "generating"  # a model round is streaming
+    TOOLS = "tools"  # a tool batch is being resolved
+    FINAL = "final"  # the last round answered without tool calls
+    COMMITTED = "committed"
+    ABORTED = "aborted"
+
+
+@attrs.frozen
+class AgentTurn:
+    """A committed turn: its final response, exactly the messages it committed, and the
+    usage summed over its model rounds (terminal usage is the authority)."""
+
+    turn_id: str
+    response: Response
+    messages: tuple[Message, ...]
+    usage: Usage
+    rounds: int
+
+
+@attrs.frozen
+class PlannedCall:
+    """One re-identified call of a batch. ``immediate`` is its synthetic result when it
+    must not reach approval or invocation (unknown, unavailable or invalid)."""
+
+    call: ToolCall
+    provider_id: str
+    tool: RegisteredTool | None
+    immediate: ToolOutput | None
+
+
+@attrs.frozen
+class TurnResolution:
+    """What a failed turn commits: nothing (rolled back) or a complete checkpoint."""
+
+    rolled_back: bool
+    messages: tuple[Message, ...]
+
+
+class TurnCore:
+    """State of one turn. Methods raise :class:`ProtocolViolation` on model contract
+    breaches and ``RuntimeError`` when the driver calls them out of order."""
+
+    def __init__(
+        self,
+        *,
+        turn_id: str,
+        user_message: Message,
+        history: Sequence[Message],
+        history_size: RequestSize,
+        tools: ToolTable,
+        enabled: frozenset[str],
+        history_tools: frozenset[str],
+        strip_reasoning: bool,
+        options: GenerationOptions,
+        ceilings: ResourceCeilings,
+        make_id: Callable[[], str] = new_id,
+    ) -> None:
+        self.turn_id = turn_id
+        self._history = tuple(history)
+        self._history_size = history_size
+        self._tools = tools
+        self._enabled = enabled
+        self._referenced = set(history_tools)
+        self._strip = strip_reasoning
+        self._options = options
+        self._ceilings = ceilings
+        self._make_id = make_id
+        self._messages: list[Message] = [user_message]
+        self._size = history_size + measure_message(user_message)
+        self.phase = TurnPhase.READY
+        self.round = 0
+        self.usage = Usage()
+        self.tools_may_have_run = False
+        self._answer: list[str] = []
+        self._reasoning: list[str] = []
+        self._response: Response | None = None
+        self._batch: list[PlannedCall] = []
+        self._results: dict[str, tuple[ToolOutput, bool]] = {}
+        self._started: set[str] = set()
+
+    # -- rounds ---------------------------------------------------------------------------
+    def start(self) -> list[AgentEvent]:
+        return [TurnStarted(self.turn_id)]
+
+    def _advertised(self) -> tuple[ToolDefinition, ...]:
+        # Disabled tools stay declared while history references them, so replay stays valid.
+        return tuple(
+            self._tools[name].definition
+            for name in self._tools.names
+            if name in self._enabled or name in self._referenced
+        )
+
+    def begin_round(self) -> tuple[GenerationRequest, list[AgentEvent]]:
+        """Build and check the next request. Raises CeilingExceeded if it is too large."""
+        self._expect(TurnPhase.READY)
+        tools = self._advertised()
+        check_request(
+            self._size,
+            sum(self._tools[tool.name].schema_bytes for tool in tools),
+            self._ceilings,
+        )
+        request = GenerationRequest(
+            self._history + tuple(self._messages), tools=tools, options=self._options
+        )
+        self.round += 1
+        self.phase = TurnPhase.GENERATING
+        self._answer.clear()
+        self._reasoning.clear()
+        self._response = None
+        return request, [ModelStarted(self.turn_id, self.round)]
+
+    def on_model_event(self, event: GenerationEvent) -> list[AgentEvent]:
+        self._expect(TurnPhase.GENERATING)
+        if self._response is not None:
+            raise ProtocolViolation(f"model sent {type(event).__name__} after Completed")
+        if isinstance(event, TextDelta):
+            self._answer.append(event.text)
+            return [AnswerDelta(self.turn_id, self.round, event.text)]
+        if isinstance(event, ModelReasoningDelta):
+            self._reasoning.append(event.text)
+            return [ReasoningDelta(self.turn_id, self.round, event.text)]
+        if isinstance(event, Progress):
+            return [ModelProgress(self.turn_id, self.round, event)]
+        if isinstance(event, Completed):
+            return self._complete(event.response)
+        raise ProtocolViolation(f"unknown generation event {type(event).__name__}")
+
+    def _complete(self, response: Response) -> list[AgentEvent]:
+        events: list[AgentEvent] = []
+        streamed_reasoning = "".join(self._reasoning)
+        final_reasoning = response.reasoning or ""
+        if not final_reasoning.startswith(streamed_reasoning):
+            raise ProtocolViolation("reasoning deltas are not a prefix of the final reasoning")
+        if len(final_reasoning) > len(streamed_reasoning):
+            suffix = final_reasoning[len(streamed_reasoning) :]
+            events.append(ReasoningDelta(self.turn_id, self.round, suffix))
+        streamed_answer = "".join(self._answer)
+        if not response.text.startswith(streamed_answer):
+            raise ProtocolViolation("answer deltas are not a prefix of the final answer")
+        if len(response.text) > len(streamed_answer):
+            suffix = response.text[len(streamed_answer) :]
+            events.append(AnswerDelta(self.turn_id, self.round, suffix))
+        provider_ids = [call.id for call in response.tool_calls]
+        calls = tuple(
+            ToolCall(self._make_id(), call.name, call.arguments) for call in response.tool_calls
+        )
+        response = attrs.evolve(response, tool_calls=calls)
+        self._provider_ids = provider_ids
+        self._response = response
+        self.usage = self.usage + response.usage
+        events.append(ModelCompleted(self.turn_id, self.round, response))
+        return events
+
+    def end_round(self) -> tuple[list[PlannedCall], list[AgentEvent]]:
+        """Close the model round: an empty plan means the turn has its final answer."""
+        self._expect(TurnPhase.GENERATING)
+        response = self._response
+        if response is None:
+            raise ProtocolViolation("the model stream ended without a Completed event")
+        if not response.tool_calls:
+            self.phase = TurnPhase.FINAL
+            return [], []
+        plan: list[PlannedCall] = []
+        for call, provider_id in zip(response.tool_calls, self._provider_ids, strict=True):
+            self._referenced.add(call.name)
+            plan.append(self._plan(call, provider_id))
+        self._batch = plan
+        self._results = {}
+        self.phase = TurnPhase.TOOLS
+        return plan, [ToolProposed(self.turn_id, self.round, item.call) for item in plan]
+
+    def _plan(self, call: ToolCall, provider_id: str) -> PlannedCall:
+        entry = self._tools.get(call.name)
+        if entry is None:
+            known = ", ".join(self._tools.names) or "none"
+            message = f"unknown tool {call.name!r} (available: {known})"
+            return PlannedCall(call, provider_id, None, ToolOutput.error(message))
+        if call.name not in self._enabled:
+            message = f"tool {call.name!r} is unavailable in this session right now"
+            return PlannedCall(call, provider_id, entry, ToolOutput.error(message))
+        problem = entry.validation_error(call.arguments)
+        if problem is not None:
+            return PlannedCall(call, provider_id, entry, ToolOutput.error(problem))
+        return PlannedCall(call, provider_id, entry, None)
+
+    # -- tool batch -----------------------------------------------------------------------
+    def tool_started(self, call_id: str) -> list[AgentEvent]:
+        """From here on, host effects may exist: failure checkpoints instead of rolling
+        back."""
+        self._expect(TurnPhase.TOOLS)
+        item = self._find(call_id)
+        self.tools_may_have_run = True
+        self._started.add(call_id)
+        return [ToolStarted(self.turn_id, call_id, item.call.name)]
+
+    def record_result(self, call_id: str, output: ToolOutput, executed: bool) -> list[AgentEvent]:
+        self._expect(TurnPhase.TOOLS)
+        self._find(call_id)
+        if call_id in self._results:
+            raise RuntimeError(f"call {call_id} already has a result")
+        self._results[call_id] = (output, executed)
+        return [ToolCompleted(self.turn_id, call_id, output, executed)]
+
+    def finish_batch(self) -> None:
+        """Commit the batch into the turn once every call has exactly one result."""
+        self._expect(TurnPhase.TOOLS)
+        missing = [item.call.id for item in self._batch if item.call.id not in self._results]
+        if missing:
+            raise RuntimeError(f"calls without a result: {missing}")
+        self._append_batch({cid: output for cid, (output, _) in self._results.items()})
+        self.phase = TurnPhase.READY
+
+    def _append_batch(self, results: dict[str, ToolOutput]) -> None:
+        assert self._response is not None
+        self._append(self._assistant_message(self._response))
+        for item in self._batch:
+            self._append(results[item.call.id].to_message(item.call.id))
+        self._batch = []
+        self._results = {}
+
+    def _assistant_message(self, response: Response) -> Message:
+        reasoning = None if self._strip else response.reasoning
+        return Message(
+            "assistant", response.text, tool_calls=response.tool_calls, reasoning=reasoning
+        )
+
+    def _append(self, message: Message) -> None:
+        self._messages.append(message)
+        self._size = self._size + measure_message(message)
+
+    def _find(self, call_id: str) -> PlannedCall:
+        for item in self._batch:
+            if item.call.id == call_id:
+                return item
+        raise RuntimeError(f"call {call_id} is not part of the current batch")
+
+    # -- endings --------------------------------------------------------------------------
+    def commit(self) -> tuple[AgentTurn, list[AgentEvent]]:
+        self._expect(TurnPhase.FINAL)
+        assert self._response is not None
+        self._append(self._assistant_message(self._response))
+        self.phase = TurnPhase.COMMITTED
+        turn = AgentTurn(
+            self.turn_id, self._response, tuple(self._messages), self.usage, self.round
+        )
+        return turn, [TurnCompleted(self.turn_id, self.usage)]
+
+    def abort(self) -> TurnResolution:
+        """Resolve a failed turn: roll back iff no tool may have run; otherwise keep the
+        complete batches and complete the batch in progress with synthetic results."""
+        if self.phase in (TurnPhase.COMMITTED, TurnPhase.ABORTED):
+            raise RuntimeError(f"turn already {self.phase.value}")
+        in_batch = self.phase is TurnPhase.TOOLS
+        self.phase = TurnPhase.ABORTED
+        if not self.tools_may_have_run:
+            return TurnResolution(True, ())
+        if in_batch:
+            results: dict[str, ToolOutput] = {}
+            for item in self._batch:
+                recorded = self._results.get(item.call.id)
+                if recorded is not None:
+                    results[item.call.id] = recorded[0]
+                elif item.call.id in self._started:
+                    results[item.call.id] = ToolOutput.error(INTERRUPTED)
+                else:
+                    results[item.call.id] = ToolOutput.error(NOT_EXECUTED)
+            self._append_batch(results)
+        return TurnResolution(False, tuple(self._messages))
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        return tuple(self._messages)
+
+    @property
+    def size(self) -> RequestSize:
+        return self._size
+
+    def _expect(self, phase: TurnPhase) -> None:
+        if self.phase is not phase:
+            raise RuntimeError(f"turn is {self.phase.value}, expected {phase.value}")
