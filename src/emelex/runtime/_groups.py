@@ -14,13 +14,25 @@ import trio
 
 
 def single_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
-    """The only exception inside ``group`` (searched through nested groups), if exactly one."""
+    """The only exception inside ``group`` (searched through nested groups), if exactly one.
+
+    A group holding nothing but ``trio.Cancelled`` counts as one cancellation: the
+    enclosing cancel scope treats them all alike.
+    """
+    cancelled, rest = group.split(trio.Cancelled)
+    if rest is None and cancelled is not None:
+        return _first_leaf(cancelled)
     if len(group.exceptions) != 1:
         return None
     inner = group.exceptions[0]
     if isinstance(inner, BaseExceptionGroup):
         return single_leaf(inner)
     return inner
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 @asynccontextmanager

@@ -18,8 +18,14 @@ from emelex.testing._scripted import (
     Think,
     Wait,
 )
+from emelex.testing._tools import ApproveAll, ScriptedApprovals, ScriptedTool, ToolBehaviourError
 
 __all__ = [
+    # tools and approvals
+    "ApproveAll",
+    "ScriptedApprovals",
+    "ScriptedTool",
+    "ToolBehaviourError",
     # scripted model
     "ScriptedModel",
     "Step",
