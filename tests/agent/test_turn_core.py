@@ -320,3 +320,25 @@ def test_sizes_accumulate_over_the_turn() -> None:
     assert core.size.message_bytes >= before.message_bytes + 100
     assert core.size.tool_argument_bytes > 0
     assert isinstance(core.size, RequestSize)
+
+
+def test_committed_turn_can_be_aborted_by_a_late_failure() -> None:
+    plain = make_core()
+    plain.begin_round()
+    respond(plain, response=Response("ok"))
+    plain.end_round()
+    plain.commit()
+    assert plain.abort().rolled_back
+
+    core = make_core()
+    (a,) = run_batch(core, ToolCall("a", "read", {"path": "1"}))
+    core.tool_started(a)
+    core.record_result(a, ToolOutput("done"), True)
+    core.finish_batch()
+    core.begin_round()
+    respond(core, response=Response("final"))
+    core.end_round()
+    turn, _ = core.commit()
+    resolution = core.abort()
+    assert not resolution.rolled_back
+    assert resolution.messages == turn.messages

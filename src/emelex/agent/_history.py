@@ -10,14 +10,15 @@ from emelex.agent._errors import InvalidHistory
 from emelex.model import Message
 
 
-def validate_history(messages: Sequence[Message], declared: Iterable[str]) -> None:
+def validate_history(messages: Sequence[Message], declared: Iterable[str] | None) -> None:
     """Raise :class:`InvalidHistory` unless ``messages`` is a replayable conversation.
 
     Rules: a system message may only come first; every assistant tool call has a unique
     id, names a declared tool and is answered by exactly one tool message among the
     messages directly following it; tool messages answer a call of that batch only.
+    ``declared=None`` checks structure only (no declaration check).
     """
-    names = set(declared)
+    names = None if declared is None else set(declared)
     seen_ids: set[str] = set()
     open_calls: dict[str, str] = {}
     for index, message in enumerate(messages):
@@ -37,7 +38,7 @@ def validate_history(messages: Sequence[Message], declared: Iterable[str]) -> No
         for call in message.tool_calls:
             if call.id in seen_ids:
                 raise InvalidHistory(f"message {index}: duplicate tool call id {call.id!r}")
-            if call.name not in names:
+            if names is not None and call.name not in names:
                 raise InvalidHistory(
                     f"message {index}: call {call.id!r} names undeclared tool {call.name!r}"
                 )

@@ -344,6 +344,7 @@ class AgentSession:
     async def _drive(self, core: TurnCore, turn: ActorNursery, sink: _EventSink) -> AgentTurn:
         sink.emit_all(core.start())
         while True:
+            await trio.lowlevel.checkpoint_if_cancelled()
             request, events = core.begin_round()
             sink.emit_all(events)
             await turn.run(
@@ -389,6 +390,8 @@ class AgentSession:
             return
         approved = False
         if reason is not None:
+            # Never ask anyone to approve work for a turn that is already being torn down.
+            await trio.lowlevel.checkpoint_if_cancelled()
             sink.emit_all([ApprovalRequested(core.turn_id, call.id, reason)])
             context = ApprovalContext(self.session_id, core.turn_id, call, entry.definition, reason)
             decision = await turn.run(

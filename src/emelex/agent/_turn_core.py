@@ -315,9 +315,12 @@ class TurnCore:
 
     def abort(self) -> TurnResolution:
         """Resolve a failed turn: roll back iff no tool may have run; otherwise keep the
-        complete batches and complete the batch in progress with synthetic results."""
-        if self.phase in (TurnPhase.COMMITTED, TurnPhase.ABORTED):
-            raise RuntimeError(f"turn already {self.phase.value}")
+        complete batches and complete the batch in progress with synthetic results.
+
+        A committed turn can still be aborted (its consumer failed on the very last
+        event): the same rule applies, keeping the whole turn if a tool may have run."""
+        if self.phase is TurnPhase.ABORTED:
+            raise RuntimeError("turn already aborted")
         in_batch = self.phase is TurnPhase.TOOLS
         self.phase = TurnPhase.ABORTED
         if not self.tools_may_have_run:
