@@ -58,12 +58,8 @@ def test_suite_detects_a_broken_invariant() -> None:
     check_invariants(outcome)
     # Tamper with the observation: a leftover actor must be reported.
     outcome.leftover_actors = 1
-    try:
+    with pytest.raises(AssertionError, match="outlived"):
         check_invariants(outcome)
-    except AssertionError as exc:
-        assert "outlived" in str(exc)
-    else:
-        raise AssertionError("check_invariants accepted a leaked actor")
 
 
 def test_check_tool_contract_accepts_a_well_behaved_tool() -> None:
