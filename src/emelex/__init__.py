@@ -1,11 +1,89 @@
-"""emelex: a Trio-native, provider-independent LLM agent harness."""
+"""emelex: a Trio-native, provider-independent LLM agent harness.
+
+The top level re-exports the names most programs need; the subpackages hold the rest:
+:mod:`emelex.model` (messages, requests, events, clients), :mod:`emelex.agent` (sessions,
+turns, approvals), :mod:`emelex.tools` (the tool protocol and built-in tools),
+:mod:`emelex.runtime` (actors and the supervisor) and :mod:`emelex.testing`.
+"""
 
 from emelex._errors import EmelexError, LimitExceeded, SerializationError
 from emelex._version import __version__
+from emelex.agent import (
+    AgentCancellation,
+    AgentError,
+    AgentEvent,
+    AgentSession,
+    AgentSessionBuilder,
+    AgentTool,
+    AgentTurn,
+    ApprovalContext,
+    ApprovalDecision,
+    ApprovalPolicy,
+    Approve,
+    Deny,
+    DenyAll,
+    ToolCancellationPolicy,
+    ToolInvocation,
+    ToolOutput,
+)
+from emelex.model import (
+    AgentModel,
+    AudioPart,
+    Capabilities,
+    Client,
+    GenerationOptions,
+    GenerationRequest,
+    ImagePart,
+    Message,
+    ModelError,
+    Reasoning,
+    Response,
+    TextPart,
+    ToolCall,
+    ToolDefinition,
+    Usage,
+    VideoPart,
+)
+from emelex.runtime import DetachedWorkError, Supervisor, open_supervisor
 
 __all__ = [
+    "AgentCancellation",
+    "AgentError",
+    "AgentEvent",
+    "AgentModel",
+    "AgentSession",
+    "AgentSessionBuilder",
+    "AgentTool",
+    "AgentTurn",
+    "ApprovalContext",
+    "ApprovalDecision",
+    "ApprovalPolicy",
+    "Approve",
+    "AudioPart",
+    "Capabilities",
+    "Client",
+    "Deny",
+    "DenyAll",
+    "DetachedWorkError",
     "EmelexError",
+    "GenerationOptions",
+    "GenerationRequest",
+    "ImagePart",
     "LimitExceeded",
+    "Message",
+    "ModelError",
+    "Reasoning",
+    "Response",
     "SerializationError",
+    "Supervisor",
+    "TextPart",
+    "ToolCall",
+    "ToolCancellationPolicy",
+    "ToolDefinition",
+    "ToolInvocation",
+    "ToolOutput",
+    "Usage",
+    "VideoPart",
     "__version__",
+    "open_supervisor",
 ]
