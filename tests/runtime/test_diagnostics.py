@@ -14,7 +14,6 @@ import trio
 from emelex.runtime import ActorContext, open_supervisor, serve_diagnostics
 from emelex.runtime._diagnostics import MAX_REQUEST_BYTES
 
-
 _pending: dict[int, bytes] = {}
 
 
