@@ -321,14 +321,16 @@ class AgentSession:
         result: AgentTurn | None = None
         error: BaseException | None = None
         try:
-            with trio.CancelScope() as agent_scope:
-                sink.scope = agent_scope
-                remove = cancellation.add_callback(agent_scope.cancel)
+            async with supervisor.open_actor(
+                ActorKind.TURN, f"turn {core.turn_id}", parent=session_node
+            ) as turn:
+                # The turn's own scope is the one AgentCancellation and a failing consumer
+                # cancel: the caller's scopes are left alone, so TurnCancelled can be told
+                # apart from the caller's own cancellation.
+                sink.scope = turn.cancel_scope
+                remove = cancellation.add_callback(turn.cancel_scope.cancel)
                 try:
-                    async with supervisor.open_actor(
-                        ActorKind.TURN, f"turn {core.turn_id}", parent=session_node
-                    ) as turn:
-                        result = await self._drive(core, turn, sink)
+                    result = await self._drive(core, turn, sink)
                 finally:
                     remove()
         except BaseException as exc:

@@ -24,6 +24,9 @@ def tuple_of(
         items = tuple(value)
     else:
         raise error(f"{what} must be a sequence of {item_type.__name__}, got {value!r}")
+    # Fast path in C: requests are rebuilt every model round over the whole history.
+    if set(map(type, items)) <= {item_type}:
+        return items  # type: ignore[return-value]  # every item is exactly item_type
     for index, item in enumerate(items):
         if not isinstance(item, item_type):
             raise error(f"{what}[{index}] must be a {item_type.__name__}, got {item!r}")

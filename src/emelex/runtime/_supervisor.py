@@ -7,6 +7,7 @@ import enum
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from types import TracebackType
 from typing import Any, Generic, TypeVar, cast
 
 import trio
@@ -21,7 +22,7 @@ from emelex.runtime._actor import (
     kind_name,
 )
 from emelex.runtime._errors import ActorError, ActorStartupError, DetachedWorkError, MailboxClosed
-from emelex.runtime._groups import open_unwrapping_nursery
+from emelex.runtime._groups import open_unwrapping_nursery, single_leaf
 from emelex.runtime._mailbox import Mailbox
 
 T = TypeVar("T")
@@ -156,33 +157,16 @@ class Supervisor:
         return self._spawned
 
     # -- scopes ---------------------------------------------------------------------------
-    @asynccontextmanager
-    async def open_actor(
+    def open_actor(
         self, kind: ActorKind | str, name: str, *, parent: Actor | _Current | None = CURRENT
-    ) -> AsyncIterator[ActorNursery]:
+    ) -> AbstractAsyncContextManager[ActorNursery]:
         """Run the calling task as an actor that owns a nursery of child actors.
 
         On exit the nursery is joined and the subtree must be empty, otherwise
         :class:`DetachedWorkError` is raised. Errors of the body propagate unwrapped.
         Checkpoints on exit (joining the nursery); cancellation follows Trio rules.
         """
-        actor = self.register(kind, name, parent)
-        token = _current_actor.set(actor)
-        actor.state = ActorState.RUNNING
-        try:
-            async with open_unwrapping_nursery() as nursery:
-                actor.cancel_scope = nursery.cancel_scope
-                yield ActorNursery(self, actor, nursery)
-            actor.state = ActorState.DONE
-        except trio.Cancelled:
-            actor.state = ActorState.DONE
-            raise
-        except BaseException:
-            actor.state = ActorState.FAILED
-            raise
-        finally:
-            _current_actor.reset(token)
-            self.close_actor(actor)
+        return _ActorScope(self, kind, name, parent)
 
     @property
     def actors(self) -> ActorNursery:
@@ -193,6 +177,73 @@ class Supervisor:
 
     def __repr__(self) -> str:
         return f"<Supervisor {self.name!r} live={self._live}>"
+
+
+class _ActorScope:
+    """The async context manager behind :meth:`Supervisor.open_actor` (a class rather
+    than a generator: it sits on every turn's path)."""
+
+    __slots__ = ("_actor", "_kind", "_name", "_nursery_cm", "_parent", "_supervisor", "_token")
+
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        kind: ActorKind | str,
+        name: str,
+        parent: Actor | _Current | None,
+    ) -> None:
+        self._supervisor = supervisor
+        self._kind = kind
+        self._name = name
+        self._parent = parent
+
+    async def __aenter__(self) -> ActorNursery:
+        actor = self._supervisor.register(self._kind, self._name, self._parent)
+        self._actor = actor
+        self._token = _current_actor.set(actor)
+        actor.state = ActorState.RUNNING
+        self._nursery_cm = trio.open_nursery()
+        try:
+            nursery = await self._nursery_cm.__aenter__()
+        except BaseException:
+            _current_actor.reset(self._token)
+            self._supervisor.close_actor(actor)
+            raise
+        actor.cancel_scope = nursery.cancel_scope
+        return ActorNursery(self._supervisor, actor, nursery)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        actor = self._actor
+        try:
+            try:
+                suppressed = await self._nursery_cm.__aexit__(exc_type, exc, tb)
+            except BaseExceptionGroup as group:
+                leaf = single_leaf(group)
+                if leaf is None:
+                    raise
+                context, suppress = leaf.__context__, leaf.__suppress_context__
+                try:
+                    raise leaf
+                finally:
+                    leaf.__context__, leaf.__suppress_context__ = context, suppress
+            actor.state = ActorState.DONE if suppressed or exc is None else ActorState.FAILED
+            if isinstance(exc, trio.Cancelled):
+                actor.state = ActorState.DONE
+            return bool(suppressed)
+        except trio.Cancelled:
+            actor.state = ActorState.DONE
+            raise
+        except BaseException:
+            actor.state = ActorState.FAILED
+            raise
+        finally:
+            _current_actor.reset(self._token)
+            self._supervisor.close_actor(actor)
 
 
 _DEFAULT = Supervisor("emelex")
@@ -593,5 +644,32 @@ class ActorNursery:
         name: str,
         policy: CancellationPolicy = CancellationPolicy.DROP,
     ) -> T:
-        """``call(...)`` then ``result()``: run a child actor under ``policy``."""
-        return await self.call(fn, *args, kind=kind, name=name, policy=policy).result()
+        """Run ``fn(ctx, *args)`` as a child actor under ``policy`` and return its value.
+
+        Under ``DROP`` the actor runs in the calling task inside its own cancel scope
+        (same semantics as a separate task, without a spawn); the other policies need a
+        task of their own so the owner can observe cancellation while the child is
+        shielded. Errors propagate; a checkpoint.
+        """
+        if policy is not CancellationPolicy.DROP:
+            return await self.call(fn, *args, kind=kind, name=name, policy=policy).result()
+        supervisor = self.supervisor
+        actor = supervisor.register(kind, name, self.actor)
+        token = _current_actor.set(actor)
+        actor.state = ActorState.RUNNING
+        # No cancel scope of its own: nobody holds a handle to cancel this actor alone,
+        # and it is cancelled with its owner's scope, which is exactly DROP.
+        try:
+            value = await fn(ActorContext(supervisor, actor), *args)
+        except trio.Cancelled:
+            actor.state = ActorState.DONE
+            raise
+        except BaseException:
+            actor.state = ActorState.FAILED
+            raise
+        else:
+            actor.state = ActorState.DONE
+            return value
+        finally:
+            _current_actor.reset(token)
+            supervisor.close_actor(actor)
