@@ -1,0 +1,48 @@
+"""Errors of the native llama.cpp backend."""
+
+from __future__ import annotations
+
+from emelex.model._errors import InvalidRequest, ModelError
+
+
+class ModelLoadError(ModelError):
+    """The model file is missing, unreadable, not GGUF, or llama.cpp refused to load it
+    (also raised when ``llama-cpp-python`` is not installed)."""
+
+
+class ModelNotOpen(ModelError):
+    """A generation was started on a :class:`LlamaModel` whose weights are not loaded.
+
+    Open the model first: ``async with model:`` (or ``async with client:`` for a
+    :class:`~emelex.Client` built with ``Client.llama``).
+    """
+
+
+class ContextOverflow(InvalidRequest):
+    """The rendered prompt does not fit the context window (with room for one token).
+
+    ``prompt_tokens`` is the prompt's length and ``context_size`` the window.
+    """
+
+    def __init__(self, prompt_tokens: int, context_size: int) -> None:
+        super().__init__(
+            f"the prompt has {prompt_tokens} tokens but the context holds {context_size} "
+            "(at least one more is needed to generate); shorten the conversation or open "
+            "the model with a larger n_ctx"
+        )
+        self.prompt_tokens = prompt_tokens
+        self.context_size = context_size
+
+
+class GenerationFailed(ModelError):
+    """llama.cpp failed while processing the prompt or generating (``status`` is the
+    code ``llama_decode`` returned)."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class GrammarError(ModelError):
+    """A tool-call grammar could not be built from the offered tools, or llama.cpp
+    refused it."""
