@@ -26,6 +26,7 @@ from __future__ import annotations
 import codecs
 import ipaddress
 import math
+import ssl
 import zlib
 from collections.abc import (
     AsyncIterator,
@@ -127,10 +128,10 @@ def _category(address: _IP) -> str | None:
         return "a multicast address"
     if address.is_unspecified:
         return "the unspecified address"
-    if address.is_private:
-        return "a private address"
     if address.is_reserved:
         return "a reserved address"
+    if address.is_private:
+        return "a private address"
     if not address.is_global:
         return "not a globally routable address"
     return None
@@ -142,9 +143,10 @@ def address_refusal(text: str, *, allow_private: bool) -> str | None:
         address = ipaddress.ip_address(text.split("%", 1)[0])
     except ValueError:
         return "not an IP address"
-    candidates: list[_IP] = [address]
+    candidates: list[_IP] = []
     if isinstance(address, ipaddress.IPv6Address):
-        candidates.extend(_embedded_ipv4(address))
+        candidates.extend(_embedded_ipv4(address))  # the more precise reason comes first
+    candidates.append(address)
     for candidate in candidates:
         if candidate in METADATA_ADDRESSES:
             return "a cloud metadata endpoint"
@@ -482,8 +484,7 @@ class WebFetchTool:
                     )
                 except httpx.HTTPError as exc:
                     return ToolOutput.error(
-                        f"web_fetch: request to {show(str(url))} failed: "
-                        f"{type(exc).__name__}: {_printable(str(exc))}"
+                        f"web_fetch: request to {show(str(url))} failed: {_describe(exc)}"
                     )
             if not scope.cancelled_caught:
                 return ToolOutput.error(
@@ -547,14 +548,20 @@ class WebFetchTool:
         body = bytearray()
         raw = 0
         cut = False
-        async for chunk in response.aiter_raw():
-            raw += len(chunk)
-            out = decoder.feed(chunk, cap - len(body))
-            body += out
-            progress.received = len(body)
-            if len(body) > cap or raw > raw_cap:
-                cut = True
-                break
+        # Stopping early cancels the read instead of leaving the loop: the cancellation
+        # surfaces at the next network read inside httpcore and unwinds every nested
+        # async generator of the response stream, so none is left suspended (Trio warns
+        # about, and would later have to finalize, an abandoned one).
+        with trio.CancelScope() as stop:
+            async for chunk in response.aiter_raw():
+                if cut:
+                    continue  # already-buffered data arriving before the read is cancelled
+                raw += len(chunk)
+                body += decoder.feed(chunk, cap - len(body))
+                progress.received = len(body)
+                if len(body) > cap or raw > raw_cap:
+                    cut = True
+                    stop.cancel()
         if not cut:
             body += decoder.finish(cap - len(body))
             cut = len(body) > cap
@@ -575,6 +582,20 @@ class WebFetchTool:
         elif data:
             lines.append("[binary body not shown]")
         return ToolOutput("\n".join(lines))
+
+
+def _describe(exc: BaseException) -> str:
+    """``Name: message`` of the most telling exception in ``exc``'s chain (a TLS error
+    hidden under a connection error, for instance)."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain and len(chain) < 10:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    tls = [e for e in chain if isinstance(e, ssl.SSLError)]
+    telling = tls[0] if tls else next((e for e in chain if str(e)), exc)
+    text = str(telling) or "no details"
+    return _printable(f"{type(telling).__name__}: {text}", 500)
 
 
 def _got(progress: _Progress) -> str:
