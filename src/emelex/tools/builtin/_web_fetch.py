@@ -76,6 +76,7 @@ METADATA_ADDRESSES: frozenset[_IP] = frozenset(
         "192.0.0.192",  # Oracle Cloud
     )
 )
+METADATA_REASON = "a cloud metadata endpoint"
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 
@@ -149,7 +150,7 @@ def address_refusal(text: str, *, allow_private: bool) -> str | None:
     candidates.append(address)
     for candidate in candidates:
         if candidate in METADATA_ADDRESSES:
-            return "a cloud metadata endpoint"
+            return METADATA_REASON
     if allow_private:
         return None
     for candidate in candidates:
@@ -505,14 +506,18 @@ class WebFetchTool:
         for address in addresses:
             reason = address_refusal(address, allow_private=self._allow_private)
             if reason is not None:
-                raise FetchRefused(
-                    f"refused: {host!r} resolves to {address}, {reason}"
-                    + ("" if self._allow_private else " (private addresses are not allowed)")
+                hint = (
+                    " (private addresses are not allowed)"
+                    if not self._allow_private and reason != METADATA_REASON
+                    else ""
                 )
+                raise FetchRefused(f"refused: {host!r} resolves to {address}, {reason}{hint}")
         timeout = httpx.Timeout(self._timeout, connect=self._connect_timeout)
         async with (
             httpx.AsyncClient(
-                transport=PinnedTransport(host, addresses, self._context()),
+                transport=PinnedTransport(
+                    host, addresses, self._context() if url.scheme == "https" else None
+                ),
                 trust_env=False,
                 follow_redirects=False,
                 timeout=timeout,
