@@ -5,14 +5,24 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from emelex.agent import DenyAll
-from emelex.testing import ApproveAll, Call, ScriptedApprovals
+import pytest
+import trio
+
+from emelex.agent import AgentCancellation, AgentSession, DenyAll, TurnCancelled
+from emelex.model import Message, TextPart
+from emelex.testing import ApproveAll, Call, Say, ScriptedApprovals, ScriptedModel
+from emelex.tools.workspace._mutate import _HOOKS
 
 Runner = Callable[..., Awaitable[Any]]
+
+
+def text_of(message: Message) -> str:
+    return "".join(p.text for p in message.content if isinstance(p, TextPart))
 
 
 def _real(path: Path) -> str:
@@ -432,3 +442,39 @@ async def test_edit_denied_leaves_file(run_calls: Runner, ws_root: Path) -> None
     outcome = await run_calls([Call("edit_file", {"path": "e.txt", "old": "a", "new": "b"})])
     assert outcome.executed == [False]
     assert (ws_root / "e.txt").read_text() == "a\n"
+
+
+async def test_cancelled_turn_waits_for_a_started_write(
+    ws_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reached = threading.Event()
+    release = threading.Event()
+
+    def hold(parent_fd: int, name: str, temp: str) -> None:
+        reached.set()
+        release.wait(10)
+
+    monkeypatch.setitem(_HOOKS, "before_install", hold)
+    model = ScriptedModel(
+        [[Call("write_file", {"path": "w.txt", "content": "new"})], [Say("unreached")]]
+    )
+    cancellation = AgentCancellation()
+    builder = AgentSession.builder(model, ws_root).approval_policy(ApproveAll())
+    with builder.build() as session, trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+
+            async def turn() -> None:
+                with pytest.raises(TurnCancelled):
+                    await session.run_turn("go", cancellation)
+
+            nursery.start_soon(turn)
+            assert await trio.to_thread.run_sync(reached.wait, 10)
+            cancellation.cancel()  # the write is in flight: it must complete, not vanish
+            release.set()
+        tool_messages = [text_of(m) for m in session.history if m.role == "tool"]
+    assert tool_messages == [
+        'created "w.txt": 3 bytes written, sha256 '
+        "11507a0e2f5e69d5dfa40a62a1bd7b6ee57e6bcd85c67c9b8431b36fff21c437"
+    ]
+    assert (ws_root / "w.txt").read_text() == "new"
+    assert model.calls_made == 1
