@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextvars
 import enum
 import itertools
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
@@ -262,7 +263,12 @@ async def open_supervisor(name: str) -> AsyncIterator[Supervisor]:
     try:
         async with open_unwrapping_nursery() as nursery:
             supervisor._nursery = ActorNursery(supervisor, None, nursery)
-            yield supervisor
+            endpoint = await _start_env_diagnostics(supervisor)
+            try:
+                yield supervisor
+            finally:
+                if endpoint is not None:
+                    endpoint.cancel()
     finally:
         supervisor._nursery = None
         _current_actor.reset(actor_token)
@@ -273,6 +279,28 @@ async def open_supervisor(name: str) -> AsyncIterator[Supervisor]:
                 f"supervisor {name!r}",
                 [each.describe() for root in leaked for each in (root, *root.walk())],
             )
+
+
+#: Set to a socket path to make the first supervisor of a process serve diagnostics there
+#: (``emelex supervise -- PROGRAM`` sets it for the program it starts).
+DIAGNOSTICS_ENV = "EMELEX_DIAGNOSTICS_SOCKET"
+_env_diagnostics_claimed = False
+
+
+async def _start_env_diagnostics(supervisor: Supervisor) -> ActorHandle | None:
+    global _env_diagnostics_claimed
+    path = os.environ.get(DIAGNOSTICS_ENV)
+    if not path or _env_diagnostics_claimed:
+        return None
+    _env_diagnostics_claimed = True
+    from emelex.runtime._diagnostics import serve_diagnostics
+
+    async def serve(ctx: ActorContext) -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(serve_diagnostics, supervisor, path)
+            ctx.started()
+
+    return await supervisor.actors.start(serve, kind=ActorKind.SERVICE, name="diagnostics")
 
 
 class ActorContext:

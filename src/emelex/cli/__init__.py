@@ -1,0 +1,106 @@
+"""The ``emelex`` command: run and chat with terminal approvals, stored sessions, the
+live supervisor tree.
+
+Exit codes: 0 success; 1 the turn failed; 2 usage error; 3 configuration error (model
+spec, session build, authority drift, unknown session); 4 diagnostics unreachable;
+130 interrupted (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import trio
+
+from emelex._version import __version__
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="emelex", description="Trio-native agent harness: run agents, inspect them."
+    )
+    parser.add_argument("--version", action="version", version=f"emelex {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def model_options(command: argparse.ArgumentParser) -> None:
+        command.add_argument(
+            "--model",
+            help="llama:PATH, openai:MODEL or scripted:FILE (default: packaged Gemma 3 270M)",
+        )
+        command.add_argument("--base-url", help="server for openai:MODEL")
+        command.add_argument("--workspace", help="workspace directory (default: current)")
+        command.add_argument("--no-shell", action="store_true", help="do not offer the shell")
+        command.add_argument("--no-file-tools", action="store_true", help="no file tools")
+        command.add_argument(
+            "--allow-reads", action="store_true", help="approve read-only file tools this run"
+        )
+        command.add_argument(
+            "--allow-tool", action="append", metavar="NAME", help="approve NAME this run"
+        )
+        command.add_argument("--json", action="store_true", help="print events as NDJSON")
+        command.add_argument("--hide-reasoning", action="store_true")
+
+    run = commands.add_parser("run", help="run one agent turn")
+    model_options(run)
+    run.add_argument("--supervise", action="store_true", help="show the turn's actor tree")
+    run.add_argument("prompt")
+
+    chat = commands.add_parser("chat", help="a multi-turn session, stored turn by turn")
+    model_options(chat)
+    chat.add_argument("--resume", metavar="ID", help="continue a stored session")
+    chat.add_argument("--store", help="SQLite store (default: ~/.local/share/emelex)")
+
+    sessions = commands.add_parser("sessions", help="stored sessions")
+    sessions.add_argument("action", choices=["list", "show", "export", "delete"])
+    sessions.add_argument("id", nargs="?")
+    sessions.add_argument("--store")
+    sessions.add_argument("--json", action="store_true")
+
+    supervise = commands.add_parser("supervise", help="show a process's live actor tree")
+    supervise.add_argument("--socket", help="diagnostics socket of a running process")
+    supervise.add_argument("--once", action="store_true", help="print one snapshot and exit")
+    supervise.add_argument("--json", action="store_true")
+    supervise.add_argument("--interval", type=float, default=0.5)
+    supervise.add_argument("--startup-timeout", type=float, default=30.0)
+    supervise.add_argument("program", nargs=argparse.REMAINDER)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if getattr(args, "program", None) and args.program[:1] == ["--"]:
+        args.program = args.program[1:]
+    if args.command == "sessions" and args.action != "list" and not args.id:
+        print("emelex sessions: this action needs a session id", file=sys.stderr)
+        return 2
+    from emelex.cli._models import ModelSpecError
+
+    try:
+        if args.command == "run":
+            from emelex.cli._run import run_command
+
+            return trio.run(run_command, args)
+        if args.command == "chat":
+            from emelex.cli._run import chat_command
+
+            return trio.run(chat_command, args)
+        if args.command == "sessions":
+            from emelex.cli._sessions import sessions_command
+
+            return trio.run(sessions_command, args)
+        from emelex.cli._supervise import supervise_command
+
+        return trio.run(supervise_command, args)
+    except ModelSpecError as exc:
+        print(f"emelex: {exc}", file=sys.stderr)
+        return 3
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # The reader of our output went away (e.g. `| head`): stop quietly.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1

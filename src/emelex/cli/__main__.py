@@ -1,0 +1,3 @@
+from emelex.cli import main
+
+raise SystemExit(main())

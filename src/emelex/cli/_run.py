@@ -1,0 +1,247 @@
+"""``emelex run`` and ``emelex chat``: agent turns in the terminal."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from collections.abc import Callable
+
+import trio
+
+from emelex._ids import new_id
+from emelex.agent import (
+    AgentCancellation,
+    AgentError,
+    AgentEvent,
+    AgentSession,
+    AgentSessionBuilder,
+    ApprovalPolicy,
+    ModelStarted,
+    ToolStarted,
+    TurnCancelled,
+)
+from emelex.cli._approvals import READ_TOOLS, FlagApprovals, StdinLines, TerminalApprovals
+from emelex.cli._models import LoadedModel, open_model
+from emelex.cli._render import TerminalRenderer, event_json, render_tree
+from emelex.model import Message
+from emelex.runtime import Supervisor, open_supervisor
+from emelex.store import SessionNotFound, SqliteStore, open_sqlite_store
+
+EXIT_OK = 0
+EXIT_TURN_FAILED = 1
+EXIT_USAGE = 2
+EXIT_CONFIG = 3
+EXIT_INTERRUPTED = 130
+
+
+def default_store_path() -> str:
+    home = os.environ.get("EMELEX_HOME") or os.path.join(
+        os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share"), "emelex"
+    )
+    os.makedirs(home, exist_ok=True)
+    return os.path.join(home, "sessions.db")
+
+
+def _policy(args: argparse.Namespace, lines: StdinLines | None) -> ApprovalPolicy:
+    allowed = set(args.allow_tool or ())
+    if args.allow_reads:
+        allowed |= READ_TOOLS
+    flags = FlagApprovals(allowed)
+    return TerminalApprovals(flags, lines) if lines is not None else flags
+
+
+def _builder(
+    args: argparse.Namespace, loaded: LoadedModel, policy: ApprovalPolicy
+) -> AgentSessionBuilder:
+    builder = AgentSession.builder(loaded.client, args.workspace or os.getcwd())
+    builder.approval_policy(policy)
+    if args.no_shell:
+        builder.include_shell_tool(False)
+    if args.no_file_tools:
+        builder.include_file_tools(False)
+    return builder
+
+
+def _consumer(args: argparse.Namespace) -> Callable[[AgentEvent], None]:
+    if args.json:
+
+        def emit(event: AgentEvent) -> None:
+            print(event_json(event), flush=True)
+
+        return emit
+    renderer = TerminalRenderer(reasoning=not args.hide_reasoning)
+    if not getattr(args, "supervise", False):
+        return renderer
+
+    def with_tree(event: AgentEvent) -> None:
+        renderer(event)
+        if isinstance(event, ModelStarted | ToolStarted):
+            tree = Supervisor.current().snapshot().to_json_dict()
+            tree["pid"] = os.getpid()
+            print(render_tree(tree), file=sys.stderr, flush=True)
+
+    return with_tree
+
+
+async def _watch_interrupts(
+    cancellation: AgentCancellation, interrupted: list[bool], *, task_status: trio.TaskStatus[None]
+) -> None:
+    with trio.open_signal_receiver(signal.SIGINT) as signals:
+        task_status.started()
+        async for _ in signals:
+            interrupted.append(True)
+            cancellation.cancel()
+            return
+
+
+async def _one_turn(
+    session: AgentSession, prompt: str, consume: Callable[[AgentEvent], None]
+) -> tuple[int, object]:
+    """Run one turn with Ctrl-C mapped to a clean cancellation. Returns (exit, result)."""
+    cancellation = AgentCancellation()
+    interrupted: list[bool] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(_watch_interrupts, cancellation, interrupted)
+        try:
+            turn = await session.run_turn(prompt, cancellation, consume)
+        except TurnCancelled as exc:
+            code = EXIT_INTERRUPTED if interrupted else EXIT_TURN_FAILED
+            return code, exc
+        except AgentError as exc:
+            print(f"emelex: turn failed: {exc}", file=sys.stderr)
+            return EXIT_TURN_FAILED, exc
+        finally:
+            nursery.cancel_scope.cancel()
+    return EXIT_OK, turn
+
+
+async def run_command(args: argparse.Namespace) -> int:
+    lines = StdinLines() if sys.stdin.isatty() and not args.json else None
+    async with open_supervisor("emelex run"):
+        if not args.json:
+            print(f"\x1b[2mloading {args.model or 'the default model'}…\x1b[0m", file=sys.stderr)
+        async with open_model(args.model, base_url=args.base_url) as loaded:
+            if not args.json:
+                print(f"\x1b[2mmodel: {loaded.description}\x1b[0m", file=sys.stderr)
+            try:
+                session = _builder(args, loaded, _policy(args, lines)).build()
+            except AgentError as exc:
+                print(f"emelex: cannot start the session: {exc}", file=sys.stderr)
+                return EXIT_CONFIG
+            with session:
+                if lines is not None:
+                    async with lines:
+                        code, _ = await _one_turn(session, args.prompt, _consumer(args))
+                else:
+                    code, _ = await _one_turn(session, args.prompt, _consumer(args))
+    return code
+
+
+def _drift(stored: str, current: str) -> list[str]:
+    old, new = json.loads(stored), json.loads(current)
+    return sorted(key for key in set(old) | set(new) if old.get(key) != new.get(key))
+
+
+async def chat_command(args: argparse.Namespace) -> int:
+    store_path = args.store or default_store_path()
+    async with open_supervisor("emelex chat"), open_sqlite_store(store_path) as store:
+        history: tuple[Message, ...] = ()
+        config: dict[str, object] = {}
+        if args.resume:
+            try:
+                stored = await store.load_session(args.resume)
+            except SessionNotFound:
+                print(f"emelex: no stored session {args.resume}", file=sys.stderr)
+                return EXIT_CONFIG
+            history = stored.messages
+            config = stored.config
+            args.model = args.model or str(config.get("model") or "") or None
+            args.workspace = args.workspace or str(config.get("workspace") or "") or None
+            args.no_shell = args.no_shell or bool(config.get("no_shell"))
+            args.no_file_tools = args.no_file_tools or bool(config.get("no_file_tools"))
+        session_id = args.resume or new_id()
+        async with open_model(args.model, base_url=args.base_url) as loaded:
+            print(f"\x1b[2mmodel: {loaded.description}\x1b[0m", file=sys.stderr)
+            lines = StdinLines()
+            async with lines:
+                policy = _policy(args, lines if sys.stdin.isatty() else None)
+                builder = _builder(args, loaded, policy).history(history).session_id(session_id)
+                try:
+                    snapshot = builder.authority_snapshot()
+                except AgentError as exc:
+                    print(f"emelex: cannot start the session: {exc}", file=sys.stderr)
+                    return EXIT_CONFIG
+                if args.resume:
+                    if snapshot.to_json() != stored.authority:
+                        changed = ", ".join(_drift(stored.authority, snapshot.to_json()))
+                        print(
+                            f"emelex: refusing to resume {session_id}: its authority drifted "
+                            f"({changed} changed since it was stored). Start a new chat, or "
+                            "restore the original workspace and tools.",
+                            file=sys.stderr,
+                        )
+                        return EXIT_CONFIG
+                else:
+                    config = {
+                        "model": loaded.spec,
+                        "workspace": snapshot.workspace.path,
+                        "no_shell": bool(args.no_shell),
+                        "no_file_tools": bool(args.no_file_tools),
+                    }
+                    await store.create_session(session_id, snapshot.to_json(), config)
+                print(f"\x1b[2msession {session_id} (/exit to leave)\x1b[0m", file=sys.stderr)
+                with builder.build() as session:
+                    return await _chat_loop(session, store, session_id, lines, args)
+
+
+async def _read_or_interrupt(lines: StdinLines) -> tuple[str | None, bool]:
+    """The next input line, or (None, True) if Ctrl-C came first."""
+    line: str | None = None
+    interrupted = False
+    with trio.open_signal_receiver(signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+
+            async def read() -> None:
+                nonlocal line
+                line = await lines.readline()
+                nursery.cancel_scope.cancel()
+
+            async def interrupt() -> None:
+                nonlocal interrupted
+                async for _ in signals:
+                    interrupted = True
+                    nursery.cancel_scope.cancel()
+                    return
+
+            nursery.start_soon(read)
+            nursery.start_soon(interrupt)
+    return line, interrupted
+
+
+async def _chat_loop(
+    session: AgentSession,
+    store: SqliteStore,
+    session_id: str,
+    lines: StdinLines,
+    args: argparse.Namespace,
+) -> int:
+    consume = _consumer(args)
+    while True:
+        print("\x1b[1myou>\x1b[0m ", end="", file=sys.stderr, flush=True)
+        line, interrupted = await _read_or_interrupt(lines)
+        if interrupted:
+            print(file=sys.stderr)
+            return EXIT_INTERRUPTED
+        if line is None or line.strip() in ("/exit", "/quit"):
+            return EXIT_OK
+        if not line.strip():
+            continue
+        before = len(session.history)
+        await _one_turn(session, line, consume)
+        committed = session.history[before:]
+        if committed:
+            # Exactly what the session committed (a whole turn, or its checkpoint).
+            await store.append_turn(session_id, new_id(), committed)
