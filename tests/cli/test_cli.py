@@ -10,13 +10,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 EMELEX = [sys.executable, "-m", "emelex.cli"]
 
 
-def script(tmp_path: Path, rounds: list[list[dict[str, object]]], name: str = "s.json") -> str:
+def script(tmp_path: Path, rounds: list[Any], name: str = "s.json") -> str:
     path = tmp_path / name
     path.write_text(json.dumps({"rounds": rounds}))
     return f"scripted:{path}"
