@@ -80,6 +80,10 @@ def _template_source(
     return metadata.chat_template
 
 
+def _context_size(job: WorkerJob[LoadedModel, int]) -> int:
+    return job.resource.n_ctx
+
+
 class LlamaModel:
     """A GGUF model run in-process by llama.cpp, as an :class:`~emelex.model.AgentModel`.
 
@@ -155,6 +159,7 @@ class LlamaModel:
         self._stack: AsyncExitStack | None = None
         self._opening = False
         self._active: set[AbortFlag] = set()
+        self._n_ctx = context
 
     # -- what is known without loading ------------------------------------------------------
     @property
@@ -178,8 +183,9 @@ class LlamaModel:
 
     @property
     def context_size(self) -> int:
-        """The context window in tokens."""
-        return self._settings.n_ctx
+        """The context window in tokens (as llama.cpp sized it, once open; it may round
+        the requested ``n_ctx`` up)."""
+        return self._n_ctx
 
     @property
     def is_open(self) -> bool:
@@ -207,9 +213,13 @@ class LlamaModel:
                     emit_capacity=self._emit_capacity,
                 )
             )
+            self._stack = stack
+            self._n_ctx = await self._worker.run(_context_size, name="llama.context_size")
+        except BaseException:
+            await self.aclose()
+            raise
         finally:
             self._opening = False
-        self._stack = stack
         return self
 
     async def __aexit__(

@@ -3,8 +3,8 @@
 Everything here except :class:`AbortFlag` runs on the model's dedicated worker thread.
 The generation loop uses llama.cpp's low-level API directly: ``llama_decode`` over a
 reused batch, a sampler chain, and ``llama_token_to_piece`` with an incremental UTF-8
-decoder, so a character split across tokens is emitted whole once complete and the cost
-per token does not grow with the output length.
+decoder (:mod:`._utf8`), so a character split across tokens is emitted whole once
+complete and the cost per token does not grow with the output length.
 
 Cancellation: each job has an :class:`AbortFlag`. The loop checks it before every token,
 and llama.cpp reads it from its compute loop through the abort callback, so a prompt
@@ -13,7 +13,6 @@ chunk or a token being decoded stops within one graph node.
 
 from __future__ import annotations
 
-import codecs
 import ctypes
 import logging
 import os
@@ -31,6 +30,7 @@ from emelex.model.llama._errors import (
     ModelLoadError,
 )
 from emelex.model.llama._grammar import ToolGrammar
+from emelex.model.llama._utf8 import Utf8Decoder
 from emelex.model.templates import ThinkMarkers
 from emelex.runtime import WorkerJob
 
@@ -581,7 +581,7 @@ def _sample(
     lib = _lib()
     flag = plan.abort
     context, vocab = model.context, model.vocab
-    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    decoder = Utf8Decoder()
     stops = StopScanner(plan.stop)
     budget = (
         _ReasoningBudget(plan.think, plan.reasoning_budget, plan.starts_in_reasoning)
@@ -625,7 +625,10 @@ def _sample(
                 forced = forced[1:]
             for each in forced:
                 lib.llama_sampler_accept(chain, each)
-            emit(closing)
+            # Bytes of an unfinished character belong to the reasoning, not the answer.
+            rest, _ = stops.feed(decoder.decode(b"", final=True))
+            decoder.reset()
+            emit(rest + closing)
             batch_tokens += forced
         if len(generated) >= limit or position + len(batch_tokens) >= model.n_ctx:
             break
