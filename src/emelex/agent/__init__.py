@@ -62,6 +62,7 @@ from emelex.tools import (
     ToolInvocation,
     ToolOutput,
 )
+from emelex.tools.builtin import WebSearchProvider, WebSearchResult
 
 __all__ = [
     "AUTHORITY_VERSION",
@@ -120,5 +121,7 @@ __all__ = [
     "TurnResolution",
     "TurnStarted",
     "UnsupportedContent",
+    "WebSearchProvider",
+    "WebSearchResult",
     "WorkspaceIdentity",
 ]

@@ -17,6 +17,7 @@ from emelex.agent._errors import (
     AgentError,
     CapabilityMissing,
     ConfigurationConflict,
+    InvalidToolDeclaration,
     InvalidWorkspace,
 )
 from emelex.agent._history import has_tool_history, strip_reasoning, validate_history
@@ -34,6 +35,7 @@ from emelex.tools.workspace import Workspace, WorkspaceError
 
 if TYPE_CHECKING:
     from emelex.agent._session import AgentSession
+    from emelex.tools.builtin import WebSearchProvider
 
 #: Hard ceiling on the shell timeout setting (20 minutes).
 MAX_SHELL_TIMEOUT_SECONDS = 20 * 60
@@ -129,9 +131,14 @@ class AgentSessionBuilder:
     def include_datetime(self, enabled: bool) -> AgentSessionBuilder:
         return self._builtin(datetime=enabled)
 
-    def web_search_provider(self, provider: Any) -> AgentSessionBuilder:
+    def web_search_provider(self, provider: WebSearchProvider | None) -> AgentSessionBuilder:
         self._web_search_provider = provider
         return self._builtin(web_search=provider is not None)
+
+    def web_allow_private_addresses(self, enabled: bool) -> AgentSessionBuilder:
+        """Let web_fetch reach loopback and private networks (metadata endpoints stay
+        refused). Off by default."""
+        return self._builtin(web_allow_private_addresses=enabled)
 
     def web_response_bytes(self, limit: int) -> AgentSessionBuilder:
         if limit < 1:
@@ -178,7 +185,10 @@ class AgentSessionBuilder:
     def _builtin_tools(self, workspace: Workspace) -> Sequence[AgentTool]:
         from emelex.tools.builtin import builtin_tools
 
-        return builtin_tools(workspace, self._builtins, self._web_search_provider)
+        try:
+            return builtin_tools(workspace, self._builtins, self._web_search_provider)
+        except (TypeError, ValueError) as exc:
+            raise InvalidToolDeclaration(str(exc)) from exc
 
     def _resolve(self) -> Resolved:
         try:

@@ -21,3 +21,4 @@ class BuiltinSettings:
     web_response_bytes: int = 256 * 1024
     shell_timeout_seconds: float = 120.0
     shell_output_bytes: int = 64 * 1024
+    web_allow_private_addresses: bool = False
