@@ -41,6 +41,12 @@ def _parser() -> argparse.ArgumentParser:
         )
         command.add_argument("--json", action="store_true", help="print events as NDJSON")
         command.add_argument("--hide-reasoning", action="store_true")
+        command.add_argument(
+            "--max-tokens",
+            type=int,
+            default=256,
+            help="most tokens per model round (default 256; base models never stop alone)",
+        )
 
     run = commands.add_parser("run", help="run one agent turn")
     model_options(run)

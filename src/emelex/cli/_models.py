@@ -15,20 +15,31 @@ import attrs
 from emelex._errors import EmelexError
 from emelex.model import Capabilities, Client
 
-#: Gemma 3's chat turn format (the packaged GGUF has no embedded template).
-GEMMA_TEMPLATE = (
-    "{{ bos_token }}"
-    "{%- for message in messages -%}"
-    "{%- if message['role'] == 'system' -%}"
-    "{{ '<start_of_turn>user\\n' + message['content'] + '<end_of_turn>\\n' }}"
-    "{%- elif message['role'] == 'user' -%}"
-    "{{ '<start_of_turn>user\\n' + message['content'] + '<end_of_turn>\\n' }}"
-    "{%- elif message['role'] == 'assistant' -%}"
-    "{{ '<start_of_turn>model\\n' + (message['content'] or '') + '<end_of_turn>\\n' }}"
-    "{%- endif -%}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\\n' }}{%- endif -%}"
-)
+#: Gemma 3's turn format, plus tool declarations, calls and results in Hermes-style
+#: markup (the packaged GGUF has no embedded template, and Gemma's own has no tools).
+GEMMA_TEMPLATE = """{{ bos_token }}
+{%- if tools -%}
+{{ '<start_of_turn>user\nYou may call these tools. To call one, answer only with '
+   '<tool_call>{"name": NAME, "arguments": {...}}</tool_call>.\n' }}
+{%- for tool in tools -%}{{ tool['function'] | tojson }}{{ '\n' }}{%- endfor -%}
+{{ '<end_of_turn>\n' }}
+{%- endif -%}
+{%- for message in messages -%}
+{%- if message['role'] == 'system' or message['role'] == 'user' -%}
+{{ '<start_of_turn>user\n' + message['content'] + '<end_of_turn>\n' }}
+{%- elif message['role'] == 'assistant' -%}
+{{ '<start_of_turn>model\n' }}{%- if message['content'] -%}{{ message['content'] }}{%- endif -%}
+{%- if message['tool_calls'] is defined -%}{%- for call in message['tool_calls'] -%}
+{{ '<tool_call>' }}{{ {'name': call['function']['name'],
+   'arguments': call['function']['arguments']} | tojson }}{{ '</tool_call>' }}
+{%- endfor -%}{%- endif -%}
+{{ '<end_of_turn>\n' }}
+{%- elif message['role'] == 'tool' -%}
+{{ '<start_of_turn>user\n<tool_response>\n' + message['content']
+   + '\n</tool_response><end_of_turn>\n' }}
+{%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}{{ '<start_of_turn>model\n' }}{%- endif -%}"""
 
 DEFAULT_SPEC = "gemma"
 

@@ -26,7 +26,7 @@ from emelex.agent import (
 from emelex.cli._approvals import READ_TOOLS, FlagApprovals, StdinLines, TerminalApprovals
 from emelex.cli._models import LoadedModel, open_model
 from emelex.cli._render import TerminalRenderer, event_json, render_tree
-from emelex.model import Message
+from emelex.model import GenerationOptions, Message
 from emelex.runtime import Supervisor, open_supervisor
 from emelex.store import SessionNotFound, SqliteStore, open_sqlite_store
 
@@ -58,6 +58,7 @@ def _builder(
 ) -> AgentSessionBuilder:
     builder = AgentSession.builder(loaded.client, args.workspace or os.getcwd())
     builder.approval_policy(policy)
+    builder.options(GenerationOptions(max_tokens=args.max_tokens))
     if args.no_shell:
         builder.include_shell_tool(False)
     if args.no_file_tools:
