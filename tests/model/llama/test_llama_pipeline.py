@@ -180,7 +180,7 @@ async def test_stream_matches_llama_cpp_greedy_decoding(tiny: LlamaModel, tiny_m
     import llama_cpp
 
     prompt = tiny.chat_format.render(HELLO.messages, reasoning=Reasoning.OFF).text
-    llm = llama_cpp.Llama(str(tiny_model), n_ctx=512, n_threads=1, verbose=False)
+    llm = llama_cpp.Llama(str(tiny_model), n_ctx=512, n_threads=1, flash_attn=True, verbose=False)
     try:
         tokens = llm.tokenize(prompt.encode(), add_bos=True, special=True)
         assert len(tokens) == report.prompt_tokens

@@ -82,6 +82,9 @@ class _Builder:
         self.prefix = prefix
         self.refs: dict[str, str] = {}
         self.used_primitives: set[str] = set()
+        # References being resolved with nothing consumed yet: meeting one again would be
+        # left recursion (a degenerate schema), which llama.cpp rejects.
+        self.unguarded: set[str] = set()
 
     def name(self, hint: str) -> str:
         base = re.sub(r"[^a-zA-Z0-9-]+", "-", f"{self.prefix}-{hint}").strip("-").lower()
@@ -168,7 +171,7 @@ class _Builder:
         return self.add(f"{hint}-string", f'"\\"" char{repeat} "\\""')
 
     def array(self, schema: Mapping[str, Any], hint: str) -> str:
-        item = self.schema(schema.get("items", True), f"{hint}-item")
+        item = self.guarded(schema.get("items", True), f"{hint}-item")
         self.primitive("ws")
         low = schema.get("minItems")
         high = schema.get("maxItems")
@@ -197,7 +200,7 @@ class _Builder:
         required = set(required_names) if isinstance(required_names, Sequence) else set()
         pairs: list[tuple[str, bool]] = []
         for key, subschema in properties.items():
-            value = self.schema(subschema, f"{hint}-{key}")
+            value = self.guarded(subschema, f"{hint}-{key}")
             pair = f'{_json_literal(str(key))} ws ":" ws {value}'
             pairs.append((pair, key in required))
         mandatory = [pair for pair, is_required in pairs if is_required]
@@ -214,6 +217,8 @@ class _Builder:
         return self.add(hint, f'"{{" ws ( {" | ".join(alternatives)} )? ws "}}"')
 
     def ref(self, reference: str) -> str:
+        if reference in self.unguarded:
+            return self.primitive("value")
         if reference in self.refs:
             return self.refs[reference]
         match = re.fullmatch(r"#/(\$defs|definitions)/([^/]+)", reference)
@@ -223,9 +228,22 @@ class _Builder:
             return self.primitive("value")
         name = self.name(f"ref-{match.group(2)}")
         self.refs[reference] = name
-        self.rules[name] = ""  # reserve the name; recursion refers to it
-        self.rules[name] = self.schema(target, f"def-{match.group(2)}")
+        self.rules[name] = ""  # reserve the name; recursion inside objects refers to it
+        self.unguarded.add(reference)
+        try:
+            self.rules[name] = self.schema(target, f"def-{match.group(2)}")
+        finally:
+            self.unguarded.discard(reference)
         return name
+
+    def guarded(self, schema: Any, hint: str) -> str:
+        """Build ``schema`` after a literal was consumed (inside an object or array),
+        where recursion is allowed."""
+        saved, self.unguarded = self.unguarded, set()
+        try:
+            return self.schema(schema, hint)
+        finally:
+            self.unguarded = saved
 
     def render(self, root: str) -> str:
         pending = set(self.used_primitives)
