@@ -414,7 +414,7 @@ async def test_request_body_reaches_the_server(fault_server: FaultServer) -> Non
     assert body["model"] == "gpt-x"
     assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "tool"]
     assistant = body["messages"][2]
-    assert assistant["content"] is None and "reasoning_content" not in assistant
+    assert assistant["content"] == "" and "reasoning_content" not in assistant
     assert json.loads(assistant["tool_calls"][0]["function"]["arguments"]) == {"text": "hi"}
     assert body["messages"][3] == {"role": "tool", "tool_call_id": "c1", "content": "hi"}
     assert (body["max_tokens"], body["temperature"], body["top_p"]) == (9, 0.5, 0.9)

@@ -347,7 +347,7 @@ def test_assistant_messages_and_reasoning_history() -> None:
     ]
     plain = request_body(GenerationRequest(history), "m")["messages"]
     assert plain[1] == {"role": "assistant", "content": "text"}
-    assert plain[2]["content"] is None
+    assert plain[2]["content"] == ""
     assert plain[2]["tool_calls"] == [
         {"id": "c", "type": "function", "function": {"name": "f", "arguments": '{"ü": 1}'}}
     ]

@@ -8,7 +8,8 @@ Messages map one to one:
   ``text``, ``image_url`` with a ``data:`` URL, ``input_audio`` with base64 data and a
   format taken from the mime type (``audio/wav`` → ``wav``, ``audio/mpeg`` → ``mp3``,
   otherwise the subtype); a video part raises :class:`UnsupportedContent`;
-* ``assistant`` messages carry their text (``null`` when they only call tools), their
+* ``assistant`` messages carry their text (``""`` when they only call tools: the spec
+  allows ``null`` there, but llama-cpp-python's server refuses it), their
   ``tool_calls`` (``type: function``, arguments re-encoded as a JSON string) and, only
   when ``send_reasoning`` is set, their reasoning as ``reasoning_content``.
 
@@ -132,8 +133,6 @@ def message_dict(message: Message, index: int, *, send_reasoning: bool) -> dict[
     text = _text_only(message, index)
     result: dict[str, Any] = {"role": "assistant", "content": text}
     if message.tool_calls:
-        if not text:
-            result["content"] = None
         result["tool_calls"] = [
             {
                 "id": call.id,
