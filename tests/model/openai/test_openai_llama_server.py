@@ -7,7 +7,6 @@ import httpx
 import trio
 
 from emelex.model import (
-    Client,
     Completed,
     GenerationEvent,
     GenerationOptions,
@@ -34,7 +33,7 @@ async def test_streamed_completion(llama_server: str) -> None:
     )
     async with OpenAIModel(llama_server, "tiny") as model:
         with trio.fail_after(60):
-            async with Client(model).generate(request) as stream:
+            async with model.generate(request) as stream:
                 events = [event async for event in stream]
     assert sum(isinstance(event, Completed) for event in events) == 1
     completed = events[-1]
