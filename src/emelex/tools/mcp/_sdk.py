@@ -1,0 +1,247 @@
+"""Everything that touches the ``mcp`` SDK (imported lazily by the connection).
+
+The SDK is anyio-based and runs under Trio. Its transports and ``ClientSession`` open
+task groups, so they are entered and exited by one task: the connection actor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sys
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any, TextIO, TypeAlias
+
+import anyio
+import httpx
+import mcp.types as types
+import pydantic
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, create_mcp_http_client
+from mcp.shared.exceptions import McpError as SdkError
+from mcp.shared.message import SessionMessage
+
+from emelex._version import __version__
+from emelex.tools._protocol import ToolOutput
+from emelex.tools.mcp._config import HttpTransport, McpServer, StdioTransport
+from emelex.tools.mcp._content import ContentBuilder
+from emelex.tools.mcp._errors import (
+    McpConnectionFailed,
+    McpError,
+    McpProtocolError,
+    McpServerClosed,
+    McpTimeout,
+    McpToolNotFound,
+)
+from emelex.tools.mcp._tool import RemoteTool
+
+ReadStream: TypeAlias = MemoryObjectReceiveStream[SessionMessage | Exception]
+WriteStream: TypeAlias = MemoryObjectSendStream[SessionMessage]
+
+#: Most ``tools/list`` pages followed during discovery.
+MAX_LIST_PAGES = 64
+_CLIENT_INFO = types.Implementation(name="emelex", version=__version__)
+
+
+def resolve_command(transport: StdioTransport) -> str:
+    """The absolute path of the server command (a bare name is looked up on PATH)."""
+    if os.path.isabs(transport.command):
+        return transport.command
+    env = dict(transport.env or ())
+    path = env.get("PATH", os.environ.get("PATH", os.defpath))
+    found = shutil.which(transport.command, path=path)
+    if found is None:
+        raise FileNotFoundError(f"command {transport.command!r} not found on PATH")
+    return os.path.abspath(found)
+
+
+@contextlib.contextmanager
+def _errlog(mode: str) -> Iterator[TextIO]:
+    if mode == "inherit" and sys.__stderr__ is not None:
+        yield sys.__stderr__
+        return
+    with open(os.devnull, "w", encoding="utf-8") as sink:
+        yield sink
+
+
+@contextlib.asynccontextmanager
+async def open_transport(server: McpServer) -> AsyncIterator[tuple[ReadStream, WriteStream]]:
+    """The SDK transport for ``server``: enter and exit it in one task."""
+    transport = server.transport
+    if isinstance(transport, HttpTransport):
+        read_timeout = MCP_DEFAULT_SSE_READ_TIMEOUT
+        if server.call_timeout is not None:
+            read_timeout = max(read_timeout, server.call_timeout + 30.0)
+        client = create_mcp_http_client(
+            headers=dict(transport.headers) or None,
+            timeout=httpx.Timeout(server.connect_timeout, read=read_timeout),
+        )
+        async with client, streamable_http_client(transport.url, http_client=client) as streams:
+            read, write, _session_id = streams
+            yield read, write
+        return
+    parameters = StdioServerParameters(
+        command=resolve_command(transport),
+        args=list(transport.args),
+        env=dict(transport.env) if transport.env is not None else None,
+        cwd=transport.cwd,
+    )
+    with _errlog(transport.stderr) as errlog:
+        async with stdio_client(parameters, errlog=errlog) as (read, write):
+            yield read, write
+
+
+@contextlib.asynccontextmanager
+async def open_session(server: McpServer) -> AsyncIterator[ClientSession]:
+    """Transport plus ``ClientSession``, entered and exited by the calling task.
+
+    No sampling, elicitation or roots callbacks: a server cannot drive the host's model
+    or read its file system through this client (the SDK answers such requests with an
+    error).
+    """
+    async with (
+        open_transport(server) as (read, write),
+        ClientSession(read, write, client_info=_CLIENT_INFO) as session,
+    ):
+        yield session
+
+
+async def initialize(session: ClientSession) -> types.InitializeResult:
+    return await session.initialize()
+
+
+async def list_tools(session: ClientSession) -> tuple[list[RemoteTool], list[str]]:
+    """Every tool the server lists (following pagination, bounded)."""
+    tools: list[RemoteTool] = []
+    warnings: list[str] = []
+    cursor: str | None = None
+    for _ in range(MAX_LIST_PAGES):
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
+        result = await session.list_tools(params=params)
+        tools.extend(
+            RemoteTool(tool.name, tool.description, tool.inputSchema) for tool in result.tools
+        )
+        cursor = result.nextCursor
+        if cursor is None:
+            return tools, warnings
+    warnings.append(f"tool discovery stopped after {MAX_LIST_PAGES} pages")
+    return tools, warnings
+
+
+def next_request_id(session: ClientSession) -> int | None:
+    """The JSON-RPC id the session gives its next request (None if the SDK hides it).
+
+    Read synchronously right before sending, in the sending task: the SDK assigns the id
+    before its first checkpoint. Used only to address ``notifications/cancelled``.
+    """
+    value = getattr(session, "_request_id", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+async def call_tool(
+    session: ClientSession, name: str, arguments: Mapping[str, Any], limit: int
+) -> ToolOutput:
+    result = await session.call_tool(name, dict(arguments))
+    return to_output(result, limit)
+
+
+async def send_cancelled(session: ClientSession, request_id: int, reason: str) -> None:
+    notification = types.CancelledNotification(
+        params=types.CancelledNotificationParams(requestId=request_id, reason=reason)
+    )
+    await session.send_notification(types.ClientNotification(notification))
+
+
+async def ping(session: ClientSession) -> None:
+    await session.send_ping()
+
+
+def to_output(result: types.CallToolResult, limit: int) -> ToolOutput:
+    """Map a ``tools/call`` result to bounded content (``isError`` → an error result)."""
+    builder = ContentBuilder(limit)
+    for block in result.content:
+        if isinstance(block, types.TextContent):
+            builder.text(block.text)
+        elif isinstance(block, types.ImageContent):
+            builder.media("image", block.data, block.mimeType)
+        elif isinstance(block, types.AudioContent):
+            builder.media("audio", block.data, block.mimeType)
+        elif isinstance(block, types.EmbeddedResource):
+            _resource(builder, block.resource)
+        elif isinstance(block, types.ResourceLink):
+            label = f"resource link {block.uri}"
+            if block.mimeType:
+                label += f" ({block.mimeType})"
+            if block.description:
+                label += f": {block.description}"
+            builder.note(label)
+    if not result.content and result.structuredContent is not None:
+        builder.text(json.dumps(result.structuredContent, ensure_ascii=False, sort_keys=True))
+    return builder.build(result.isError)
+
+
+def _resource(
+    builder: ContentBuilder, resource: types.TextResourceContents | types.BlobResourceContents
+) -> None:
+    mime = resource.mimeType or ""
+    if isinstance(resource, types.TextResourceContents):
+        builder.note(f"resource {resource.uri}" + (f" ({mime})" if mime else ""))
+        builder.text("\n" + resource.text)
+        return
+    if mime.startswith("image/"):
+        builder.media("image", resource.blob, mime)
+    elif mime.startswith("audio/"):
+        builder.media("audio", resource.blob, mime)
+    else:
+        size = len(resource.blob) // 4 * 3
+        builder.note(f"binary resource {resource.uri} ({mime or 'unknown type'}, ~{size} bytes)")
+
+
+def map_error(exc: BaseException, server: str, what: str) -> McpError:
+    """An emelex error for a failure of ``what`` (cause chained by the caller)."""
+    if isinstance(exc, McpError):
+        return exc
+    if isinstance(exc, SdkError):
+        code = exc.error.code
+        if code == types.CONNECTION_CLOSED:
+            return McpServerClosed(f"the connection closed during {what}", server=server)
+        if code == httpx.codes.REQUEST_TIMEOUT:
+            return McpTimeout(f"{what} timed out", server=server)
+        message = str(exc.error.message)[:500]
+        if code == types.METHOD_NOT_FOUND:
+            return McpToolNotFound(f"{what}: {message}", server=server)
+        return McpProtocolError(f"{what} failed: {message}", server=server, code=code)
+    if isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError | EOFError):
+        return McpServerClosed(f"the connection is gone ({what})", server=server)
+    if isinstance(exc, httpx.HTTPStatusError):
+        status = exc.response.status_code
+        return McpProtocolError(f"{what}: HTTP status {status}", server=server, code=status)
+    if isinstance(exc, httpx.TransportError | OSError):
+        return McpServerClosed(f"{what}: {type(exc).__name__}: {str(exc)[:300]}", server=server)
+    if isinstance(exc, pydantic.ValidationError):
+        return McpProtocolError(f"{what}: malformed answer from the server", server=server)
+    if isinstance(exc, BaseExceptionGroup):
+        leaves = list(_leaves(exc))
+        if len(leaves) == 1:
+            return map_error(leaves[0], server, what)
+    return McpProtocolError(f"{what} failed: {type(exc).__name__}: {str(exc)[:300]}", server=server)
+
+
+def connection_failure(exc: BaseException, server: str) -> McpConnectionFailed:
+    """Describe why connecting failed, naming the innermost foreign errors."""
+    leaves = list(_leaves(exc)) if isinstance(exc, BaseExceptionGroup) else [exc]
+    summary = "; ".join(f"{type(leaf).__name__}: {str(leaf)[:300]}" for leaf in leaves[:3])
+    return McpConnectionFailed(f"could not connect: {summary}", server=server)
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
+    for inner in group.exceptions:
+        if isinstance(inner, BaseExceptionGroup):
+            yield from _leaves(inner)
+        else:
+            yield inner

@@ -1,0 +1,157 @@
+"""A small real MCP server built with the SDK's FastMCP, for the MCP client tests.
+
+Run as a script it serves over stdio (``python mcp_test_server.py``); the tests also
+build it in process (:func:`build_server`) and serve its Streamable HTTP app on loopback.
+Each server has its own state, so the cancellation probes are per server.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import sys
+from typing import Any
+
+import anyio
+from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.fastmcp.exceptions import ToolError
+from mcp.types import (
+    AudioContent,
+    EmbeddedResource,
+    ImageContent,
+    TextContent,
+    TextResourceContents,
+)
+
+#: A 1x1 transparent PNG.
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
+#: How long the probe tools wait for an event before giving up (never reached when green).
+PROBE_TIMEOUT = 20.0
+
+
+class _Probe:
+    """Server-side facts the tests wait for: a blocking call started, then was cancelled."""
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.cancelled = 0
+        self._started: anyio.Event | None = None
+        self._cancelled: anyio.Event | None = None
+
+    def started_event(self) -> anyio.Event:
+        if self._started is None:
+            self._started = anyio.Event()
+        return self._started
+
+    def cancelled_event(self) -> anyio.Event:
+        if self._cancelled is None:
+            self._cancelled = anyio.Event()
+        return self._cancelled
+
+
+def build_server(name: str = "emelex-test") -> FastMCP:
+    server = FastMCP(name, instructions="A test server.", log_level="WARNING")
+    probe = _Probe()
+
+    @server.tool()
+    def echo(text: str) -> str:
+        """Return the text unchanged."""
+        return text
+
+    @server.tool()
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    @server.tool()
+    def fail(message: str) -> str:
+        """Always fail with the message."""
+        raise ToolError(message)
+
+    @server.tool()
+    def big(size: int) -> str:
+        """Return ``size`` characters."""
+        return "x" * size
+
+    @server.tool()
+    def pid() -> int:
+        """The server's process id."""
+        return os.getpid()
+
+    @server.tool()
+    def header(name: str, ctx: Context) -> str:  # type: ignore[type-arg]
+        """The value of an HTTP request header (Streamable HTTP only)."""
+        request: Any = ctx.request_context.request
+        if request is None:
+            return "<no http request>"
+        return str(request.headers.get(name, "<missing>"))
+
+    @server.tool()
+    def mixed() -> list[Any]:
+        """Text, an image, audio and an embedded text resource."""
+        encoded = base64.b64encode(PNG).decode()
+        return [
+            TextContent(type="text", text="caption"),
+            ImageContent(type="image", data=encoded, mimeType="image/png"),
+            AudioContent(
+                type="audio", data=base64.b64encode(b"RIFF").decode(), mimeType="audio/wav"
+            ),
+            EmbeddedResource(
+                type="resource",
+                resource=TextResourceContents(
+                    uri="file:///notes.txt",  # type: ignore[arg-type]
+                    mimeType="text/plain",
+                    text="resource body",
+                ),
+            ),
+        ]
+
+    @server.tool()
+    async def block() -> str:
+        """Block until cancelled (counts started and cancelled calls)."""
+        probe.started += 1
+        probe.started_event().set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            probe.cancelled += 1
+            probe.cancelled_event().set()
+        return "unreachable"
+
+    @server.tool()
+    async def wait_started() -> int:
+        """Wait until a ``block`` call has started; return how many did."""
+        with anyio.fail_after(PROBE_TIMEOUT):
+            await probe.started_event().wait()
+        return probe.started
+
+    @server.tool()
+    async def wait_cancelled() -> int:
+        """Wait until a ``block`` call was cancelled; return how many were."""
+        with anyio.fail_after(PROBE_TIMEOUT):
+            await probe.cancelled_event().wait()
+        return probe.cancelled
+
+    @server.tool(name="bad name!")
+    def bad_name() -> str:
+        """A tool whose name the harness refuses."""
+        return "no"
+
+    @server.tool()
+    def bad_schema(value: int) -> int:
+        """A tool whose schema is broken below (the harness drops it)."""
+        return value
+
+    # FastMCP derives valid schemas; break one on purpose to exercise discovery checks.
+    tool = server._tool_manager.get_tool("bad_schema")
+    assert tool is not None
+    tool.parameters = {"type": "object", "properties": {"value": {"type": "no-such-type"}}}
+    return server
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--exit-at-once":
+        sys.exit(3)
+    build_server().run("stdio")
