@@ -1,0 +1,133 @@
+"""OpenAI-compatible backend benchmark: streamed chunks through OpenAIModel against a bare
+httpx reader of the same stream (``aiter_lines`` + ``json.loads``), plus the pure
+parse cost (SSE parser + chunk assembler, no I/O).
+
+Run by hand: ``python benchmarks/openai_stream.py`` (needs ``hypercorn``). The server is
+hypercorn under Trio on loopback in the same process, so both readers share the CPU with
+it; read the ratios, not the absolute times.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
+
+import httpx
+import trio
+from hypercorn.config import Config
+from hypercorn.trio import serve
+
+from emelex.model import Completed, GenerationRequest, Message
+from emelex.model.openai import ChunkAssembler, OpenAIModel, SSEParser
+
+CHUNKS = 4_000
+REPEATS = 5
+
+
+def _chunk(index: int) -> bytes:
+    body = {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "bench",
+        "choices": [{"index": 0, "delta": {"content": f"tok{index} "}, "finish_reason": None}],
+    }
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+STREAM = b"".join(_chunk(i) for i in range(CHUNKS)) + b"data: [DONE]\n\n"
+PIECES = [STREAM[i : i + 1400] for i in range(0, len(STREAM), 1400)]  # about one TCP segment
+
+
+async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            else:
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    while (await receive()).get("more_body"):
+        pass
+    headers = [(b"content-type", b"text/event-stream")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    for piece in PIECES:
+        await send({"type": "http.response.body", "body": piece, "more_body": True})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def with_server(measure: Callable[[str], Awaitable[float]]) -> float:
+    config = Config()
+    config.bind = ["127.0.0.1:0"]
+    config.accesslog = None
+    config.errorlog = None
+    shutdown = trio.Event()
+    async with trio.open_nursery() as nursery:
+        server = partial(serve, app, config, shutdown_trigger=shutdown.wait)  # type: ignore[arg-type]
+        binds = await nursery.start(server)
+        try:
+            return await measure(binds[0] + "/v1")
+        finally:
+            shutdown.set()
+
+
+async def bare_httpx(base_url: str) -> float:
+    async with httpx.AsyncClient() as client:
+        start = time.perf_counter()
+        text = []
+        async with client.stream("POST", base_url + "/chat/completions", json={}) as response:
+            async for line in response.aiter_lines():
+                if line.startswith("data: ") and line != "data: [DONE]":
+                    delta = json.loads(line[6:])["choices"][0]["delta"]
+                    text.append(delta.get("content") or "")
+        assert len(text) == CHUNKS
+        return time.perf_counter() - start
+
+
+async def emelex_stream(base_url: str) -> float:
+    request = GenerationRequest([Message.user("go")])
+    async with OpenAIModel(base_url, "bench") as model:
+        start = time.perf_counter()
+        count = 0
+        async with model.generate(request) as stream:
+            async for event in stream:
+                count += 1
+                if isinstance(event, Completed):
+                    assert event.response.text.count("tok") == CHUNKS
+        assert count == CHUNKS + 1
+        return time.perf_counter() - start
+
+
+def parse_only() -> float:
+    start = time.perf_counter()
+    parser, assembler = SSEParser(1 << 20), ChunkAssembler()
+    for piece in PIECES:
+        for event in parser.feed(piece):
+            if event.data != "[DONE]":
+                assembler.feed_data(event.data)
+    assembler.response()
+    return time.perf_counter() - start
+
+
+def median(fn: Callable[[], float]) -> float:
+    return statistics.median(fn() for _ in range(REPEATS))
+
+
+def main() -> None:
+    bare = median(lambda: trio.run(with_server, bare_httpx))
+    ours = median(lambda: trio.run(with_server, emelex_stream))
+    parse = median(parse_only)
+    print(f"{CHUNKS} chunks, {len(STREAM) / 1e6:.2f} MB, {len(PIECES)} body pieces")
+    print(f"bare httpx lines+json : {bare * 1e3:8.1f} ms  {CHUNKS / bare:10.0f} chunks/s")
+    print(f"OpenAIModel stream    : {ours * 1e3:8.1f} ms  {CHUNKS / ours:10.0f} chunks/s")
+    print(f"  ratio (ours / bare) : {ours / bare:8.2f}")
+    print(f"parse only (no I/O)   : {parse * 1e3:8.1f} ms  {CHUNKS / parse:10.0f} chunks/s")
+
+
+if __name__ == "__main__":
+    main()
