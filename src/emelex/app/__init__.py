@@ -1,0 +1,142 @@
+"""The application layer: declarative agents, sessions from an engine, harness presets
+and workspace policy.
+
+::
+
+    agent = (
+        Agent.builder()
+        .name("helper")
+        .instructions("Answer briefly.")
+        .model(model)
+        .tool(add)
+        .build()
+    )
+    async with Engine() as engine:
+        session = await engine.create(agent).harness(Harness.conversation()).start()
+        turn = await session.send_and_wait("What is 2 + 3?")
+"""
+
+from emelex.app._agent import Agent, AgentBuilder, SeedFile, Skill
+from emelex.app._capabilities import (
+    BUILTIN_OPTIONS,
+    BUILTIN_TOOLS,
+    BuiltinCapability,
+    Capability,
+    CapabilityPackage,
+    CapabilityRef,
+    CapabilityResolver,
+)
+from emelex.app._engine import (
+    Contribution,
+    Engine,
+    Integration,
+    IntegrationRequest,
+    Session,
+    SessionStarter,
+)
+from emelex.app._errors import (
+    AppError,
+    ApproverRequired,
+    BlankInstructions,
+    DuplicateCapability,
+    DuplicateMcpServer,
+    DuplicateProvider,
+    DuplicateSkill,
+    DuplicateTool,
+    IntegrationMissing,
+    InvalidAgent,
+    InvalidAgentName,
+    InvalidCapability,
+    InvalidCapabilityConfig,
+    InvalidFile,
+    InvalidMcpServer,
+    InvalidPlugin,
+    InvalidPolicy,
+    InvalidSkill,
+    InvalidToolSchema,
+    InvalidWorkspaceRoot,
+    MissingModel,
+    NameCollision,
+    SessionNotStarted,
+    ShellNotAllowed,
+    UnresolvedCapability,
+    WorkspaceConflict,
+)
+from emelex.app._events import DEFAULT_EVENT_BUFFER, EventStream
+from emelex.app._harness import Harness
+from emelex.app._inspect import SessionContext
+from emelex.app._policy import WorkspacePolicy, recursive_delete_reason
+from emelex.tools._function import (
+    ArgumentConversionError,
+    FunctionTool,
+    InvalidToolFunction,
+    ToolCallContext,
+    ToolError,
+    UnsupportedAnnotation,
+    tool,
+)
+
+__all__ = [
+    "BUILTIN_OPTIONS",
+    "BUILTIN_TOOLS",
+    "DEFAULT_EVENT_BUFFER",
+    # agents
+    "Agent",
+    "AgentBuilder",
+    "SeedFile",
+    "Skill",
+    # capabilities
+    "BuiltinCapability",
+    "Capability",
+    "CapabilityPackage",
+    "CapabilityRef",
+    "CapabilityResolver",
+    # engine and sessions
+    "Contribution",
+    "Engine",
+    "EventStream",
+    "Harness",
+    "Integration",
+    "IntegrationRequest",
+    "Session",
+    "SessionContext",
+    "SessionStarter",
+    # workspace policy
+    "WorkspacePolicy",
+    "recursive_delete_reason",
+    # function tools
+    "ArgumentConversionError",
+    "FunctionTool",
+    "InvalidToolFunction",
+    "ToolCallContext",
+    "ToolError",
+    "UnsupportedAnnotation",
+    "tool",
+    # errors
+    "AppError",
+    "ApproverRequired",
+    "BlankInstructions",
+    "DuplicateCapability",
+    "DuplicateMcpServer",
+    "DuplicateProvider",
+    "DuplicateSkill",
+    "DuplicateTool",
+    "IntegrationMissing",
+    "InvalidAgent",
+    "InvalidAgentName",
+    "InvalidCapability",
+    "InvalidCapabilityConfig",
+    "InvalidFile",
+    "InvalidMcpServer",
+    "InvalidPlugin",
+    "InvalidPolicy",
+    "InvalidSkill",
+    "InvalidToolSchema",
+    "InvalidWorkspaceRoot",
+    "MissingModel",
+    "NameCollision",
+    "SessionNotStarted",
+    "ShellNotAllowed",
+    "UnresolvedCapability",
+    "WorkspaceConflict",
+]

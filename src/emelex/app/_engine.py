@@ -1,0 +1,631 @@
+"""Engine and Session: start independent sessions of an :class:`Agent`."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import stat
+import tempfile
+from collections.abc import Awaitable, Callable, Sequence
+from types import TracebackType
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+import trio
+
+from emelex._ids import new_id
+from emelex.agent import AgentSession, AgentTurn, DenyAll, SessionClosed
+from emelex.app._agent import Agent, SeedFile, check_tool, tool_gated
+from emelex.app._capabilities import (
+    BuiltinCapability,
+    CapabilityPackage,
+    CapabilityRef,
+    CapabilityResolver,
+    as_package,
+)
+from emelex.app._errors import (
+    ApproverRequired,
+    IntegrationMissing,
+    NameCollision,
+    SessionNotStarted,
+    ShellNotAllowed,
+    UnresolvedCapability,
+)
+from emelex.app._events import DEFAULT_EVENT_BUFFER, EventHub, EventStream, GatedModel, GatedTool
+from emelex.app._harness import Harness, skills_section, workspace_section
+from emelex.app._inspect import SessionContext, next_request
+from emelex.app._policy import GuardedFileTool, GuardedShellTool, HiddenPaths
+from emelex.model import Client, GenerationOptions, Message
+from emelex.runtime import AgentCancellation, run_in_worker
+from emelex.tools import AgentTool
+from emelex.tools._function import FunctionTool
+from emelex.tools.workspace import Workspace
+
+# -- integrations (MCP servers, plugins, ...) --------------------------------------------
+
+
+@attrs.frozen
+class IntegrationRequest:
+    """What an integration learns about the session it contributes to."""
+
+    agent: Agent
+    session_id: str
+    workspace_root: pathlib.Path
+
+
+@attrs.frozen
+class Contribution:
+    """What an integration adds to one session.
+
+    ``handles`` names the parts of the agent it took care of (``"mcp_servers"``,
+    ``"plugins"``); a session whose agent has MCP servers or plugins that no
+    integration handles fails to start with :class:`IntegrationMissing`. ``close`` is
+    awaited when the session closes.
+    """
+
+    tools: tuple[AgentTool, ...] = attrs.field(default=(), converter=tuple)
+    prompt_sections: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    handles: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+    close: Callable[[], Awaitable[None]] | None = None
+
+
+@runtime_checkable
+class Integration(Protocol):
+    """An engine extension that contributes tools and prompt text to each session
+    (the extension point for MCP clients and plugin loaders)."""
+
+    async def open(self, request: IntegrationRequest) -> Contribution: ...
+
+
+# -- the private workspace ---------------------------------------------------------------
+
+
+def _make_private_workspace(name: str, files: Sequence[SeedFile]) -> str:
+    root = tempfile.mkdtemp(prefix=f"emelex-{name}-")
+    try:
+        for seeded in files:
+            path = os.path.join(root, *seeded.parts)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(descriptor, "wb") as handle:
+                handle.write(seeded.content)
+            if seeded.readonly:
+                os.chmod(path, 0o444)
+    except BaseException:
+        _remove_tree(root)
+        raise
+    return root
+
+
+def _remove_tree(root: str) -> None:
+    def retry(function: Callable[..., Any], path: str, _info: Any) -> None:
+        # A directory the agent made unwritable: make it writable and try again.
+        try:
+            os.chmod(os.path.dirname(path), stat.S_IRWXU)
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.chmod(path, stat.S_IRWXU)
+            function(path)
+        except OSError:
+            pass
+
+    shutil.rmtree(root, onerror=retry)
+
+
+# -- assembly ----------------------------------------------------------------------------
+
+
+@attrs.define
+class _Assembly:
+    """Everything a session is built from, collected before the AgentSession."""
+
+    tools: list[AgentTool] = attrs.Factory(list)
+    owners: dict[str, str] = attrs.Factory(dict)
+    prompt: list[str] = attrs.Factory(list)
+    closers: list[Callable[[], Awaitable[None]]] = attrs.Factory(list)
+    handled: set[str] = attrs.Factory(set)
+
+    def add(self, tool: AgentTool, source: str) -> None:
+        name = check_tool(tool, source)
+        if name in self.owners:
+            raise NameCollision(f"tool {name!r} is provided by {self.owners[name]} and {source}")
+        self.owners[name] = source
+        self.tools.append(tool)
+
+
+def _load_skill_tool(agent: Agent) -> FunctionTool:
+    skills = {skill.name: skill for skill in agent.skills}
+
+    async def load(arguments: dict[str, Any]) -> str:
+        skill = skills[arguments["name"]]
+        return f"# Skill: {skill.name}\n\n{skill.instructions}"
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {
+                "type": "string",
+                "enum": list(skills),
+                "description": "The skill to load.",
+            }
+        },
+        "required": ["name"],
+        "additionalProperties": False,
+    }
+    return FunctionTool(
+        "load_skill", "Load the full instructions of one skill, by name.", schema, load
+    )
+
+
+class SessionStarter:
+    """Configures one session of an agent: ``engine.create(agent).harness(h).start()``."""
+
+    def __init__(self, engine: Engine, agent: Agent) -> None:
+        if not isinstance(agent, Agent):
+            raise TypeError(f"Engine.create needs an Agent, got {type(agent).__name__}")
+        self._engine = engine
+        self._agent = agent
+        self._harness = Harness.base()
+        self._session_id: str | None = None
+        self._buffer = engine.event_buffer
+        self._used = False
+        self._contributions: list[tuple[str, Contribution]] = []
+
+    def harness(self, harness: Harness) -> SessionStarter:
+        if not isinstance(harness, Harness):
+            raise TypeError(f"harness(...) needs a Harness, got {type(harness).__name__}")
+        self._harness = harness
+        return self
+
+    def session_id(self, session_id: str) -> SessionStarter:
+        self._session_id = session_id
+        return self
+
+    def event_buffer(self, capacity: int) -> SessionStarter:
+        """Capacity of each :meth:`Session.events` channel (default 256)."""
+        EventHub(capacity)  # validates
+        self._buffer = capacity
+        return self
+
+    async def inspect(self, text: str | None = None) -> SessionContext:
+        """Start a transient session, inspect its first model call, close it."""
+        session = await self._start()
+        try:
+            return await session.inspect(text)
+        finally:
+            await session.close()
+
+    async def start(self) -> Session:
+        """Assemble and validate everything and return the running session. Raises
+        :class:`~emelex.app.AppError` subclasses (and :class:`~emelex.agent.AgentError`
+        ones from the harness's own checks)."""
+        if self._used:
+            raise SessionNotStarted("this starter already started its session")
+        self._used = True
+        return await self._start()
+
+    async def _start(self) -> Session:
+        agent, harness = self._agent, self._harness
+        session_id = self._session_id or new_id()
+        hub = EventHub(self._buffer)
+        temporary: str | None = None
+        workspace: Workspace | None = None
+        assembly = _Assembly()
+        try:
+            if agent.workspace is not None:
+                root = str(agent.workspace)
+            else:
+                temporary = await run_in_worker(
+                    _make_private_workspace, agent.name, agent.files, name="seed workspace"
+                )
+                root = temporary
+            await self._integrate(agent, session_id, pathlib.Path(root), assembly)
+            builtins = self._builtins()
+            if builtins & {"files", "shell"}:
+                workspace = Workspace.open(root)
+            self._assemble(assembly, builtins, workspace)
+            client = Client(GatedModel(agent.client.model, hub))
+            builder = (
+                AgentSession.builder(client, root)
+                .include_file_tools(False)
+                .include_shell_tool(False)
+                .include_web_fetch(False)
+                .include_datetime(False)
+                .system_prompt("\n\n".join(s.strip() for s in assembly.prompt if s.strip()))
+                .approval_policy(agent.approver if agent.approver is not None else DenyAll())
+                .options(agent.options)
+                .session_id(session_id)
+                .tools(GatedTool(tool, hub) for tool in assembly.tools)
+            )
+            agent_session = builder.build()
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                if workspace is not None:
+                    workspace.close()
+                for close in reversed(assembly.closers):
+                    await close()
+                if temporary is not None:
+                    await run_in_worker(_remove_tree, temporary, name="remove workspace")
+            raise
+        session = Session(
+            engine=self._engine,
+            agent=agent,
+            harness=harness,
+            agent_session=agent_session,
+            hub=hub,
+            root=pathlib.Path(root),
+            temporary=temporary,
+            workspace=workspace,
+            closers=assembly.closers,
+        )
+        self._engine._sessions.append(session)
+        return session
+
+    def _builtins(self) -> set[str]:
+        agent, harness = self._agent, self._harness
+        wanted = {c.id for c in agent.capabilities if isinstance(c, BuiltinCapability)}
+        if harness.files:
+            wanted.add("files")
+        if harness.shell:
+            wanted.add("shell")
+        if harness.datetime:
+            wanted.add("datetime")
+        if harness.skills and agent.skills:
+            wanted.add("skills")
+        return wanted
+
+    async def _integrate(
+        self, agent: Agent, session_id: str, root: pathlib.Path, assembly: _Assembly
+    ) -> None:
+        request = IntegrationRequest(agent, session_id, root)
+        contributions: list[tuple[str, Contribution]] = []
+        for integration in self._engine.integrations:
+            contribution = await integration.open(request)
+            if contribution.close is not None:
+                assembly.closers.append(contribution.close)
+            contributions.append((type(integration).__name__, contribution))
+            assembly.handled |= contribution.handles
+        if agent.mcp_servers and "mcp_servers" not in assembly.handled:
+            raise IntegrationMissing(
+                "the agent has MCP servers but no engine integration handles them"
+            )
+        if agent.plugins and "plugins" not in assembly.handled:
+            raise IntegrationMissing("the agent has plugins but no engine integration loads them")
+        self._contributions = contributions
+
+    def _assemble(self, assembly: _Assembly, builtins: set[str], ws: Workspace | None) -> None:
+        agent, harness = self._agent, self._harness
+        policy = agent.workspace_policy
+        assembly.prompt.append(agent.instructions)
+        assembly.prompt.extend(harness.prompt_sections)
+        options = {
+            c.id: dict(c.options) for c in agent.capabilities if isinstance(c, BuiltinCapability)
+        }
+        if "shell" in builtins and not policy.write:
+            raise ShellNotAllowed(
+                f"the {harness.name} harness (or a capability) asks for the shell but the "
+                "workspace policy is read-only; select WorkspacePolicy.read_write()"
+            )
+        from emelex.tools.builtin import (
+            DateTimeTool,
+            EditFileTool,
+            FindFilesTool,
+            GrepTool,
+            ListDirectoryTool,
+            ReadFileTool,
+            ShellTool,
+            WebFetchTool,
+            WriteFileTool,
+        )
+
+        if "files" in builtins:
+            assert ws is not None
+            hidden = HiddenPaths(policy.hidden)
+            readonly = frozenset(f.parts for f in agent.files if f.readonly)
+            kinds: list[Callable[[Workspace], AgentTool]] = [
+                ReadFileTool,
+                ListDirectoryTool,
+                FindFilesTool,
+                GrepTool,
+            ]
+            if policy.write:
+                kinds.extend((WriteFileTool, EditFileTool))
+            for kind in kinds:
+                tool = kind(ws)
+                assembly.add(GuardedFileTool(tool, ws, hidden, readonly), "the file tools")
+            assembly.prompt.append(workspace_section(policy, shell="shell" in builtins))
+        if "shell" in builtins:
+            assert ws is not None
+            config = options.get("shell", {})
+            shell = ShellTool(
+                ws,
+                timeout_seconds=config.get("timeout_seconds", 120.0),
+                output_bytes=config.get("output_bytes", 64 * 1024),
+            )
+            assembly.add(
+                GuardedShellTool(shell, recursive_delete=policy.recursive_delete), "the shell"
+            )
+        if "web_fetch" in builtins:
+            config = options["web_fetch"]
+            fetch = WebFetchTool(max_body_bytes=config.get("response_bytes", 256 * 1024))
+            assembly.add(fetch, "the web_fetch capability")
+        if "datetime" in builtins:
+            assembly.add(DateTimeTool(), "the datetime tool")
+        if "skills" in builtins:
+            assembly.add(_load_skill_tool(agent), "the skills")
+            assembly.prompt.append(skills_section(agent.skills))
+        for capability in agent.capabilities:
+            if isinstance(capability, CapabilityPackage):
+                self._add_package(assembly, capability)
+        for capability in agent.capabilities:
+            if isinstance(capability, CapabilityRef):
+                raise UnresolvedCapability(  # resolved in _resolve_references
+                    f"capability reference {capability.id!r} was not resolved"
+                )
+        for tool in agent.tools:
+            assembly.add(tool, "the agent's tools")
+        for name, contribution in self._contributions:
+            for section in contribution.prompt_sections:
+                assembly.prompt.append(section)
+            for tool in contribution.tools:
+                assembly.add(tool, f"integration {name}")
+        if agent.approver is None:
+            gated = sorted(
+                tool.definition.name
+                for tool in assembly.tools
+                if tool_gated(tool) or tool.definition.name in ("shell", "write_file", "edit_file")
+            )
+            if gated:
+                raise ApproverRequired(
+                    f"tools {', '.join(gated)} ask for approval but the agent has no approver"
+                )
+
+    @staticmethod
+    def _add_package(assembly: _Assembly, package: CapabilityPackage) -> None:
+        if package.prompt:
+            assembly.prompt.append(package.prompt)
+        for tool in package.tools:
+            assembly.add(tool, f"capability {package.id!r}")
+
+
+class Session:
+    """One running session of an agent. Independent of every other session.
+
+    ``await send_and_wait(text)`` runs one turn. :meth:`events` subscribes to events.
+    :meth:`inspect` shows the next model call. Close it (``async with session:`` or
+    :meth:`close`) to release its workspace; a private workspace is deleted then.
+    """
+
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        agent: Agent,
+        harness: Harness,
+        agent_session: AgentSession,
+        hub: EventHub,
+        root: pathlib.Path,
+        temporary: str | None,
+        workspace: Workspace | None,
+        closers: Sequence[Callable[[], Awaitable[None]]],
+    ) -> None:
+        self._engine = engine
+        self.agent = agent
+        self.harness = harness
+        self._session = agent_session
+        self._hub = hub
+        self.workspace_root = root
+        self._temporary = temporary
+        self._workspace = workspace
+        self._closers = tuple(closers)
+        self._closed = False
+
+    @property
+    def session_id(self) -> str:
+        return self._session.session_id
+
+    @property
+    def agent_session(self) -> AgentSession:
+        """The underlying harness session (history, authority, enabled tools)."""
+        return self._session
+
+    @property
+    def history(self) -> tuple[Message, ...]:
+        return self._session.history
+
+    @property
+    def tools(self) -> tuple[str, ...]:
+        """Names of the tools the session offers, in declaration order."""
+        return self._session.available_tools
+
+    @property
+    def private_workspace(self) -> bool:
+        """True when the workspace is a temporary directory deleted on close."""
+        return self._temporary is not None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def send_and_wait(
+        self,
+        text: str,
+        *,
+        cancellation: AgentCancellation | None = None,
+        options: GenerationOptions | None = None,
+    ) -> AgentTurn:
+        """Run one turn and return it once its events are delivered to the event
+        channels (a slow event consumer delays this; see :meth:`events`)."""
+        if self._closed:
+            raise SessionClosed("the session is closed")
+        try:
+            if options is None:
+                turn = await self._session.run_turn(text, cancellation, self._hub.emit)
+            else:
+                turn = await self._session.run_turn_with_options(
+                    text, options, cancellation, self._hub.emit
+                )
+        except Exception:
+            await self._hub.drain()
+            raise
+        await self._hub.drain()
+        return turn
+
+    def events(self) -> EventStream:
+        """Subscribe to this session's events from now on.
+
+        The stream is bounded (``event_buffer``, default 256): when it is full, the
+        running turn waits for the consumer at its next step, so a slow consumer
+        slows the turn instead of growing memory. Consume concurrently with
+        :meth:`send_and_wait` (another task), or the turn can wait forever for a
+        reader. Closing the stream unsubscribes; the stream ends when the session
+        closes.
+        """
+        if self._closed:
+            raise SessionClosed("the session is closed")
+        return self._hub.subscribe()
+
+    async def inspect(self, text: str | None = None) -> SessionContext:
+        """The messages, tools and options of the next model call, assembled by the
+        harness's own request path. With ``text``, the request the turn
+        ``send_and_wait(text)`` would send first; without, its messages stop before
+        the user message."""
+        if self._closed:
+            raise SessionClosed("the session is closed")
+        await trio.lowlevel.checkpoint()
+        request = next_request(self._session, text)
+        messages = request.messages if text is not None else request.messages[:-1]
+        return SessionContext(messages, request.tools, request.options)
+
+    async def close(self) -> None:
+        """Close the session (idempotent): end event streams, release the workspace,
+        close integrations, delete a private workspace. Raises TurnInProgress while a
+        turn runs."""
+        if self._closed:
+            return
+        self._session.close()
+        self._closed = True
+        self._hub.close()
+        with trio.CancelScope(shield=True):
+            if self._workspace is not None:
+                self._workspace.close()
+            for close in reversed(self._closers):
+                await close()
+            if self._temporary is not None:
+                await run_in_worker(_remove_tree, self._temporary, name="remove workspace")
+        self._engine._forget(self)
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<Session {self.session_id} of {self.agent.name!r} ({self.harness.name}, {state})>"
+
+
+class Engine:
+    """Starts independent sessions of agents: ``await engine.create(agent).start()``.
+
+    ``integrations`` contribute tools and prompt text to every session (the extension
+    point for MCP servers and plugins). ``capability_resolver`` turns
+    :class:`CapabilityRef` capabilities into packages when a session starts.
+    ``async with Engine() as engine`` closes the sessions still open at exit.
+    """
+
+    def __init__(
+        self,
+        *,
+        integrations: Sequence[Integration] = (),
+        capability_resolver: CapabilityResolver | None = None,
+        event_buffer: int = DEFAULT_EVENT_BUFFER,
+    ) -> None:
+        EventHub(event_buffer)  # validates
+        for integration in integrations:
+            if not isinstance(integration, Integration):
+                raise TypeError(f"{integration!r} has no async open(request) method")
+        self.integrations: tuple[Integration, ...] = tuple(integrations)
+        self.capability_resolver = capability_resolver
+        self.event_buffer = event_buffer
+        self._sessions: list[Session] = []
+
+    def create(self, agent: Agent) -> SessionStarter:
+        if any(isinstance(c, CapabilityRef) for c in getattr(agent, "capabilities", ())):
+            return _ReferenceStarter(self, agent)
+        return SessionStarter(self, agent)
+
+    @property
+    def sessions(self) -> tuple[Session, ...]:
+        """Sessions started by this engine and not yet closed."""
+        return tuple(self._sessions)
+
+    def _forget(self, session: Session) -> None:
+        if session in self._sessions:
+            self._sessions.remove(session)
+
+    async def aclose(self) -> None:
+        """Close every open session of this engine."""
+        for session in reversed(self._sessions[:]):
+            await session.close()
+
+    async def __aenter__(self) -> Engine:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class _ReferenceStarter(SessionStarter):
+    """A starter for an agent with capability references: resolves them through the
+    engine's resolver, then starts the agent with the resolved packages in place."""
+
+    async def _start(self) -> Session:
+        resolver = self._engine.capability_resolver
+        resolved: list[Any] = []
+        for capability in self._agent.capabilities:
+            if not isinstance(capability, CapabilityRef):
+                resolved.append(capability)
+                continue
+            if resolver is None:
+                raise UnresolvedCapability(
+                    f"capability reference {capability.id!r} needs an engine capability_resolver"
+                )
+            try:
+                value = await resolver(capability)
+            except UnresolvedCapability:
+                raise
+            except Exception as exc:
+                raise UnresolvedCapability(
+                    f"capability reference {capability.id!r} could not be resolved: {exc}"
+                ) from exc
+            if value is None:
+                raise UnresolvedCapability(f"capability reference {capability.id!r} is unknown")
+            resolved.append(as_package(value, f"capability reference {capability.id!r}"))
+        original = self._agent
+        self._agent = attrs.evolve(original, capabilities=tuple(resolved))
+        try:
+            return await super()._start()
+        finally:
+            self._agent = original
+
+
+__all__ = [
+    "Contribution",
+    "Engine",
+    "Integration",
+    "IntegrationRequest",
+    "Session",
+    "SessionStarter",
+]

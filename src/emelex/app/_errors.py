@@ -1,0 +1,119 @@
+"""Errors of the application layer, rooted in :class:`AppError`.
+
+Every configuration mistake :meth:`AgentBuilder.build` or :meth:`SessionStarter.start`
+can find has its own class, so applications can tell them apart without parsing text.
+"""
+
+from __future__ import annotations
+
+from emelex._errors import EmelexError
+
+
+class AppError(EmelexError):
+    """Root of the application layer's errors (``emelex.app``)."""
+
+
+class InvalidAgent(AppError):
+    """Root of the errors :meth:`AgentBuilder.build` raises for a bad description."""
+
+
+class InvalidAgentName(InvalidAgent):
+    """The agent name is blank or not 1-64 letters, digits, ``_``, ``.``, ``-``."""
+
+
+class BlankInstructions(InvalidAgent):
+    """The instructions are missing or only whitespace."""
+
+
+class MissingModel(InvalidAgent):
+    """Neither ``client(...)`` nor ``model(...)`` was given."""
+
+
+class DuplicateProvider(InvalidAgent):
+    """The model was given more than once (``client`` and/or ``model`` twice)."""
+
+
+class DuplicateTool(InvalidAgent):
+    """Two tools of the agent have the same name."""
+
+
+class InvalidToolSchema(InvalidAgent):
+    """A tool's name, description or JSON Schema is malformed."""
+
+
+class NameCollision(InvalidAgent):
+    """Two different sources (agent tools, capabilities, harness built-ins,
+    integrations) provide a tool with the same name."""
+
+
+class InvalidCapability(InvalidAgent):
+    """A capability id is malformed or unknown, or the value is not a capability."""
+
+
+class InvalidCapabilityConfig(InvalidCapability):
+    """A built-in capability was given an unknown option or an invalid value."""
+
+
+class DuplicateCapability(InvalidAgent):
+    """The same capability id was added twice."""
+
+
+class DuplicateMcpServer(InvalidAgent):
+    """Two MCP servers have the same name."""
+
+
+class InvalidMcpServer(InvalidAgent):
+    """An MCP server configuration has no non-blank ``name``."""
+
+
+class InvalidPlugin(InvalidAgent):
+    """A plugin path is blank or was given twice."""
+
+
+class InvalidFile(InvalidAgent):
+    """A seeded file path is absolute, empty, escapes with ``..``, or is given twice,
+    or its content is not ``str``/``bytes``."""
+
+
+class DuplicateSkill(InvalidAgent):
+    """Two skills have the same name."""
+
+
+class InvalidSkill(InvalidAgent):
+    """A skill name is not lowercase letters, digits and ``-``, or its description or
+    instructions are blank."""
+
+
+class InvalidWorkspaceRoot(InvalidAgent):
+    """``workspace(root)`` is not an existing directory."""
+
+
+class WorkspaceConflict(InvalidAgent):
+    """Seeded files and a real workspace root were both given: files are seeded only
+    into a session's private temporary workspace."""
+
+
+class InvalidPolicy(AppError):
+    """A workspace policy is malformed (for example an invalid hidden-path glob)."""
+
+
+class ApproverRequired(AppError):
+    """Some tool may ask for approval (a gated tool, the shell, file writes) but the
+    agent has no approver. Raised by ``build()`` or, for harness tools, ``start()``."""
+
+
+class ShellNotAllowed(AppError):
+    """The harness or a capability asks for the shell but the workspace policy is
+    read-only: a shell can change anything, so it needs ``WorkspacePolicy.read_write()``."""
+
+
+class UnresolvedCapability(AppError):
+    """A capability reference could not be resolved by the engine."""
+
+
+class IntegrationMissing(AppError):
+    """The agent has MCP servers or plugins but no engine integration handles them."""
+
+
+class SessionNotStarted(AppError):
+    """A session starter was used after its session was started."""
