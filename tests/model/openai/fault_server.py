@@ -131,6 +131,7 @@ class FaultApp:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
+        self.clients: list[tuple[str, int]] = []
         self.client_gone = 0
         self.gone_event = trio.Event()
         self.request_event = trio.Event()
@@ -157,6 +158,7 @@ class FaultApp:
             if not message.get("more_body"):
                 break
         self.paths.append(scope["path"])
+        self.clients.append(tuple(scope["client"]))
         self.requests.append(json.loads(body) if body else {})
         self.request_event.set()
         self.request_event = trio.Event()

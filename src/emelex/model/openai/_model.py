@@ -46,6 +46,8 @@ DEFAULT_CONNECT_TIMEOUT: Final = 10.0
 """Default seconds to connect (and to wait for a free pooled connection)."""
 
 _CLOSE_TIMEOUT: Final = 5.0
+_DRAIN_SECONDS: Final = 1.0
+_DRAIN_BYTES: Final = 64 * 1024
 _ERROR_BODY_BYTES: Final = 16 * 1024
 _ERROR_EXCERPT: Final = 2000
 _UNKNOWN: Final = Capabilities.unknown()
@@ -472,15 +474,18 @@ class OpenAIStream:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        await self._release()
+        await self._release(graceful=exc_type is None and self._finished and not self._cancelled)
 
-    async def _release(self) -> None:
-        """Detach from the cancellation and close the response, shielded and bounded.
+    async def _release(self, *, graceful: bool = False) -> None:
+        """Detach from the cancellation and close the response.
 
-        An unfinished body read is stopped by cancelling it (not by abandoning httpx's
-        async generators mid-iteration): the pending read raises ``Cancelled`` inside
-        httpcore, which unwinds every nested generator and discards the connection, while
-        a body that already arrived in full ends normally and its connection is reused.
+        After a stream that finished normally (``graceful``), the rest of the body (the
+        end of the chunked encoding, usually already on its way) is read for at most
+        a second and 64 KiB, so the connection goes back to the pool for reuse. Every
+        other exit stops an unfinished body read by cancelling it, shielded and bounded:
+        the pending read raises ``Cancelled`` inside httpcore, which unwinds httpx's
+        nested async generators (none is abandoned mid-iteration) and discards the
+        connection; data that had already arrived in full still ends the body normally.
         """
         if self._remove_callback is not None:
             self._remove_callback()
@@ -489,15 +494,25 @@ class OpenAIStream:
         chunks, self._chunks = self._chunks, None
         if response is None:
             return
-        with trio.CancelScope(shield=True, relative_deadline=_CLOSE_TIMEOUT):
-            if chunks is not None:
-                with trio.CancelScope() as stop:
-                    stop.cancel()
+        try:
+            if graceful and chunks is not None:
+                drained = 0
+                with trio.move_on_after(_DRAIN_SECONDS) as drain:
                     with contextlib.suppress(httpx.HTTPError):
-                        async for _ in chunks:
-                            pass
-            with contextlib.suppress(httpx.HTTPError):
-                await response.aclose()
+                        async for piece in chunks:
+                            drained += len(piece)
+                            if drained > _DRAIN_BYTES:
+                                drain.cancel()
+        finally:
+            with trio.CancelScope(shield=True, relative_deadline=_CLOSE_TIMEOUT):
+                if chunks is not None:
+                    with trio.CancelScope() as stop:
+                        stop.cancel()
+                        with contextlib.suppress(httpx.HTTPError):
+                            async for _ in chunks:
+                                pass
+                with contextlib.suppress(httpx.HTTPError):
+                    await response.aclose()
 
     async def _status_error(self, response: httpx.Response) -> HTTPStatusError:
         data = bytearray()
@@ -571,11 +586,9 @@ class OpenAIStream:
                 break
             chunk = await self._read()
             if chunk is None:
-                finished = self._end_of_body()
-            else:
-                finished = self._absorb(chunk) if chunk else False
-            if finished:
-                await self._release()
+                self._end_of_body()
+            elif chunk:
+                self._absorb(chunk)
         return ready.popleft()
 
     def _absorb(self, chunk: bytes) -> bool:
