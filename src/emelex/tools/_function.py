@@ -31,6 +31,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import sys
 import types
 import typing
 from collections.abc import Awaitable, Callable, Mapping
@@ -72,6 +73,24 @@ F = TypeVar("F", bound=Callable[..., Any])
 #: The converter every FunctionTool structures arguments and unstructures results with.
 converter = cattrs.Converter()
 configure_union_passthrough(typing.Union[str, int, float, bool, None], converter)  # noqa: UP007
+
+
+def _register_typeddict(cls: type, fields: dict[str, Any], required: frozenset[str]) -> None:
+    """Structure ``cls`` from its resolved fields (cattrs' own TypedDict support reads
+    ``__required_keys__``, which Python 3.11 gets wrong under postponed annotations)."""
+
+    def structure(value: Any, _type: Any) -> dict[str, Any]:
+        if not isinstance(value, Mapping):
+            raise TypeError(f"expected an object for {cls.__name__}, got {type(value).__name__}")
+        missing = sorted(required.difference(value))
+        if missing:
+            raise ValueError(f"{cls.__name__} is missing {', '.join(missing)}")
+        unknown = sorted(set(value).difference(fields))
+        if unknown:
+            raise ValueError(f"{cls.__name__} has no field {', '.join(unknown)}")
+        return {key: converter.structure(item, fields[key]) for key, item in value.items()}
+
+    converter.register_structure_hook(cls, structure)
 
 
 class ToolError(EmelexError):
@@ -294,7 +313,9 @@ def _check_name(name: object, error: Callable[[str], Exception]) -> str:
 
 
 def _inspect_function(
-    function: Callable[..., Any], rename: Mapping[str, str]
+    function: Callable[..., Any],
+    rename: Mapping[str, str],
+    localns: Mapping[str, Any] | None = None,
 ) -> tuple[_Signature, dict[str, Any], dict[str, str]]:
     """Check ``function`` and derive its signature, its JSON Schema and the docstring's
     parameter descriptions. Raises InvalidToolFunction."""
@@ -311,7 +332,9 @@ def _inspect_function(
     except (TypeError, ValueError) as exc:
         raise _fail(function, f"its signature cannot be read ({exc})") from exc
     try:
-        hints = typing.get_type_hints(function, include_extras=True)
+        hints = typing.get_type_hints(
+            function, localns=dict(localns) if localns else None, include_extras=True
+        )
     except Exception as exc:
         raise _fail(function, f"its annotations cannot be resolved ({exc})") from exc
     description_of = parse_docstring(inspect.getdoc(function))[1]
@@ -348,7 +371,12 @@ def _inspect_function(
         if model_name in properties:
             raise _fail(function, f"two parameters are named {model_name!r} for the model")
         try:
-            prop = schema_for(annotation, description=description_of.get(name))
+            prop = schema_for(
+                annotation,
+                description=description_of.get(name),
+                localns=localns,
+                on_typeddict=_register_typeddict,
+            )
         except UnsupportedAnnotation as exc:
             raise UnsupportedAnnotation(
                 f"cannot make a tool of {function.__qualname__}: parameter {name!r}: {exc}"
@@ -633,11 +661,12 @@ def _typed_tool(
     needs_approval: bool | ApprovalRule,
     rename: Mapping[str, str] | None,
     interruptible: bool,
+    localns: Mapping[str, Any] | None = None,
 ) -> FunctionTool:
     rename = dict(rename or {})
     tool_name = name if name is not None else getattr(function, "__name__", "")
     _check_name(tool_name, lambda why: _fail(function, why))
-    signature, schema, _ = _inspect_function(function, rename)
+    signature, schema, _ = _inspect_function(function, rename, localns)
     if description is None:
         description = parse_docstring(inspect.getdoc(function))[0]
     made = FunctionTool(tool_name, description, schema, function)
@@ -685,7 +714,9 @@ def tool(
     positional-only parameters, or have missing or unsupported annotations.
     """
 
-    def decorate(fn: Callable[..., Awaitable[Any]]) -> FunctionTool:
+    def decorate(
+        fn: Callable[..., Awaitable[Any]], localns: Mapping[str, Any] | None = None
+    ) -> FunctionTool:
         return _typed_tool(
             fn,
             name=name,
@@ -693,11 +724,21 @@ def tool(
             needs_approval=needs_approval,
             rename=rename,
             interruptible=interruptible,
+            localns=localns if localns is not None else _caller_locals(),
         )
 
     if function is not None:
-        return decorate(function)
+        return decorate(function, _caller_locals())
     return decorate
+
+
+def _caller_locals() -> dict[str, Any] | None:
+    """The local names of the scope that applies the decorator (two frames up), so
+    string annotations naming classes of a function body resolve."""
+    frame = sys._getframe(2)
+    if frame.f_locals is frame.f_globals:
+        return None
+    return dict(frame.f_locals)
 
 
 __all__ = [

@@ -26,6 +26,7 @@ import enum
 import json
 import types
 import typing
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -91,9 +92,25 @@ def json_default(value: object) -> tuple[bool, Any]:
     return True, value
 
 
-def schema_for(annotation: Any, *, description: str | None = None) -> dict[str, Any]:
-    """The JSON Schema fragment for ``annotation`` (see the module docstring)."""
-    schema = _Builder().build(annotation, "")
+TypedDictSeen = Callable[[type, dict[str, Any], frozenset[str]], None]
+"""Called with each TypedDict class met, its resolved field types and required keys."""
+
+
+def schema_for(
+    annotation: Any,
+    *,
+    description: str | None = None,
+    localns: Mapping[str, Any] | None = None,
+    on_typeddict: TypedDictSeen | None = None,
+) -> dict[str, Any]:
+    """The JSON Schema fragment for ``annotation`` (see the module docstring).
+
+    ``localns`` resolves string annotations of classes defined in a local scope.
+    ``on_typeddict`` learns the resolved fields of every TypedDict met (a converter
+    can structure them from that, whatever the Python version makes of
+    ``NotRequired`` under postponed annotations).
+    """
+    schema = _Builder(localns, on_typeddict).build(annotation, "")
     if description and "description" not in schema:
         schema["description"] = description
     return schema
@@ -112,8 +129,12 @@ def object_schema(
 
 
 class _Builder:
-    def __init__(self) -> None:
+    def __init__(
+        self, localns: Mapping[str, Any] | None = None, on_typeddict: TypedDictSeen | None = None
+    ) -> None:
         self._active: list[Any] = []
+        self._localns = dict(localns) if localns else None
+        self._on_typeddict = on_typeddict
 
     def build(self, annotation: Any, where: str) -> dict[str, Any]:
         inner, description = unwrap_annotated(annotation)
@@ -239,7 +260,10 @@ class _Builder:
 
     def _resolved_hints(self, cls: type, where: str) -> dict[str, Any]:
         try:
-            return typing.get_type_hints(cls, include_extras=True)
+            if attrs.has(cls):
+                # Resolve in place too, so cattrs structures the class with real types.
+                attrs.resolve_types(cls, localns=self._localns, include_extras=True)
+            return typing.get_type_hints(cls, localns=self._localns, include_extras=True)
         except Exception as exc:
             raise self._fail(cls, where, f"cannot resolve its annotations ({exc})") from exc
 
@@ -289,14 +313,21 @@ class _Builder:
         required_keys: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
         properties: dict[str, dict[str, Any]] = {}
         required: list[str] = []
+        types_of: dict[str, Any] = {}
         for name, annotation in hints.items():
             inner = annotation
-            # NotRequired / Required wrappers are folded into __required_keys__.
+            # Under postponed annotations Python 3.11 cannot see Required/NotRequired
+            # when it computes __required_keys__, so read the wrappers here.
+            is_required = name in required_keys
             while typing.get_origin(inner) in (typing.NotRequired, typing.Required):
+                is_required = typing.get_origin(inner) is typing.Required
                 inner = typing.get_args(inner)[0]
             properties[name] = self.build(inner, f"{where}.{name}")
-            if name in required_keys:
+            types_of[name] = inner
+            if is_required:
                 required.append(name)
+        if self._on_typeddict is not None:
+            self._on_typeddict(cls, types_of, frozenset(required))
         return object_schema(properties, required)
 
 
