@@ -597,7 +597,7 @@ async def test_dynamic_tool_rules_and_context(tmp_path: Path) -> None:
 
     def rule(args: Mapping[str, Any]) -> bool:
         rules.append(args)
-        return args["text"] == "secret"
+        return bool(args["text"] == "secret")
 
     dynamic = base.with_context().needs_approval(rule)
     assert base is not dynamic and not base.gated and dynamic.gated
