@@ -99,7 +99,8 @@ def test_capabilities_are_known_before_loading(tiny_model: Path) -> None:
     assert model.metadata.name == "emelex-tiny"
     assert model.context_size == 4096
     assert not model.is_open
-    assert isinstance(model, AgentModel)
+    as_protocol: AgentModel = model  # checked statically by mypy, too
+    assert isinstance(as_protocol, AgentModel)
     assert emelex_threads() == []
 
 
