@@ -338,46 +338,53 @@ async def open_mcp_connection(server: McpServer) -> AsyncIterator[McpConnection]
 async def _connection_actor(ctx: ActorContext, server: McpServer, sdk: ModuleType) -> None:
     connection = McpConnection(server, ctx.mailbox)
     started = False
+    failure: Exception | None = None
     # ``guard`` spans the whole life of the SDK contexts. While they close it is shielded
     # (so closing runs even when the owner was cancelled) and bounded by
     # ``shutdown_timeout`` (after which the SDK's cleanup is cancelled: it kills the
     # process). The contexts are entered and exited right here, in this task.
-    with trio.CancelScope() as guard:
-        try:
-            async with sdk.open_session(server) as session:
-                try:
-                    with trio.fail_after(server.connect_timeout):
-                        init = await sdk.initialize(session)
-                        listed, notes = await sdk.list_tools(session)
-                    _ready(connection, init, listed, notes)
-                    started = True
-                    ctx.started(connection)
-                    await _serve(ctx, session, connection, sdk)
-                finally:
-                    guard.shield = True
-                    guard.deadline = trio.current_time() + server.shutdown_timeout
-        except Exception as exc:
-            # The SDK's task groups wrap what crosses them in exception groups.
-            if not started:
-                if isinstance(_only_leaf(exc), trio.TooSlowError):
-                    raise McpConnectionFailed(
-                        f"no handshake and tool discovery within {server.connect_timeout:g} s",
-                        server=server.name,
-                    ) from exc
-                raise sdk.connection_failure(exc, server.name) from exc
+    try:
+        with trio.CancelScope() as guard:
+            try:
+                async with sdk.open_session(server) as session:
+                    try:
+                        with trio.fail_after(server.connect_timeout):
+                            init = await sdk.initialize(session)
+                            listed, notes = await sdk.list_tools(session)
+                        _ready(connection, init, listed, notes)
+                        started = True
+                        ctx.started(connection)
+                        await _serve(ctx, session, connection, sdk)
+                    except Exception as exc:
+                        failure = exc  # kept even if a forced close replaces it below
+                        raise
+                    finally:
+                        guard.shield = True
+                        guard.deadline = trio.current_time() + server.shutdown_timeout
+            except Exception as exc:
+                # The SDK's task groups wrap what crosses them in exception groups.
+                failure = failure or exc
+        if guard.cancelled_caught:
+            _log.warning(
+                "MCP server %r did not close within %g s; its transport was cancelled",
+                server.name,
+                server.shutdown_timeout,
+            )
+        if not started:
+            if failure is None or isinstance(_only_leaf(failure), trio.TooSlowError):
+                raise McpConnectionFailed(
+                    f"no handshake and tool discovery within {server.connect_timeout:g} s",
+                    server=server.name,
+                ) from failure
+            raise sdk.connection_failure(failure, server.name) from failure
+        if failure is not None:
             # The server went away or the transport broke: later calls see McpServerClosed.
-            error = sdk.map_error(exc, server.name, "the connection")
-            if error is not exc:
-                error.__cause__ = exc
+            error = sdk.map_error(failure, server.name, "the connection")
+            if error is not failure:
+                error.__cause__ = failure
             connection._fail(error)
-        finally:
-            _drain(connection, ctx.mailbox)
-    if guard.cancelled_caught:
-        _log.warning(
-            "MCP server %r did not close within %g s; its transport was cancelled",
-            server.name,
-            server.shutdown_timeout,
-        )
+    finally:
+        _drain(connection, ctx.mailbox)
 
 
 def _ready(connection: McpConnection, init: Any, listed: list[Any], notes: list[str]) -> None:
