@@ -8,6 +8,7 @@ Each server has its own state, so the cancellation probes are per server.
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import sys
 from typing import Any
@@ -82,11 +83,13 @@ def build_server(name: str = "emelex-test") -> FastMCP:
 
     @server.tool()
     def header(name: str, ctx: Context) -> str:  # type: ignore[type-arg]
-        """The value of an HTTP request header (Streamable HTTP only)."""
+        """The SHA-256 of an HTTP request header's value (Streamable HTTP only); a digest,
+        so the tests can check that no log holds the value itself."""
         request: Any = ctx.request_context.request
         if request is None:
             return "<no http request>"
-        return str(request.headers.get(name, "<missing>"))
+        value = request.headers.get(name)
+        return "<missing>" if value is None else hashlib.sha256(value.encode()).hexdigest()
 
     @server.tool()
     def mixed() -> list[Any]:
