@@ -405,9 +405,13 @@ def test_retry_after_forms() -> None:
 
 
 # -- configuration -------------------------------------------------------------------------------
+def as_agent_model(model: OpenAIModel) -> AgentModel:
+    return model  # checked statically by mypy: OpenAIModel satisfies the protocol
+
+
 def test_model_configuration_and_repr() -> None:
     model = OpenAIModel("https://user:pw@api.example/v1/", "gpt", api_key="sk-very-secret")
-    assert isinstance(model, AgentModel)
+    assert isinstance(as_agent_model(model), AgentModel)
     assert model.capabilities == Capabilities.unknown()
     assert model.endpoint == "https://user:pw@api.example/v1/chat/completions"
     shown = repr(model)

@@ -273,11 +273,14 @@ class OpenAIModel:
         :class:`ChunkTooLarge`, :class:`ResponseTooLarge`, :class:`StreamStalled` or
         :class:`Disconnected`.
 
-        Leaving the block early, an error or cancellation closes the HTTP response
-        (shielded, bounded): the connection goes back to the pool or is discarded, and
-        the client stays usable. ``cancellation`` (an :class:`AgentCancellation`) stops
-        the request the same way, but the stream then ends normally with
-        ``finish_reason="cancelled"``, the text and reasoning so far and no tool calls.
+        After a finished stream, leaving the block reads the rest of the body (at most
+        1 s and 64 KiB) so the connection goes back to the pool. Leaving early, an error
+        or cancellation closes the HTTP response instead (shielded, bounded; the
+        connection is discarded); either way the client stays usable.
+
+        ``cancellation`` (an :class:`AgentCancellation`) stops the request the same way,
+        but the stream then ends normally with ``finish_reason="cancelled"``, the text
+        and reasoning so far and no tool calls.
         """
         if not isinstance(request, GenerationRequest):
             raise InvalidRequest(f"expected a GenerationRequest, got {type(request).__name__}")
