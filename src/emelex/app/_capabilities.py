@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 import types
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeAlias
 
 import attrs
@@ -75,6 +75,10 @@ BUILTIN_OPTIONS: Mapping[str, Mapping[str, Callable[[Any], Any]]] = types.Mappin
 )
 
 
+def tools_tuple(value: Iterable[AgentTool]) -> tuple[AgentTool, ...]:
+    return tuple(value)
+
+
 def _frozen(value: Mapping[str, Any]) -> Mapping[str, Any]:
     return types.MappingProxyType(dict(value))
 
@@ -96,7 +100,7 @@ class CapabilityPackage:
     """Tools and prompt text contributed together under one id."""
 
     id: str
-    tools: tuple[AgentTool, ...] = attrs.field(default=(), converter=tuple)
+    tools: tuple[AgentTool, ...] = attrs.field(default=(), converter=tools_tuple)
     prompt: str | None = None
     description: str = ""
 

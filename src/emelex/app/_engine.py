@@ -7,7 +7,7 @@ import pathlib
 import shutil
 import stat
 import tempfile
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
 
@@ -23,6 +23,7 @@ from emelex.app._capabilities import (
     CapabilityRef,
     CapabilityResolver,
     as_package,
+    tools_tuple,
 )
 from emelex.app._errors import (
     ApproverRequired,
@@ -54,6 +55,14 @@ class IntegrationRequest:
     workspace_root: pathlib.Path
 
 
+def _texts(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
+def _names(value: Iterable[str]) -> frozenset[str]:
+    return frozenset(value)
+
+
 @attrs.frozen
 class Contribution:
     """What an integration adds to one session.
@@ -64,9 +73,9 @@ class Contribution:
     awaited when the session closes.
     """
 
-    tools: tuple[AgentTool, ...] = attrs.field(default=(), converter=tuple)
-    prompt_sections: tuple[str, ...] = attrs.field(default=(), converter=tuple)
-    handles: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+    tools: tuple[AgentTool, ...] = attrs.field(default=(), converter=tools_tuple)
+    prompt_sections: tuple[str, ...] = attrs.field(default=(), converter=_texts)
+    handles: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
     close: Callable[[], Awaitable[None]] | None = None
 
 
