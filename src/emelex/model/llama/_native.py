@@ -272,6 +272,8 @@ class LoadedModel:
         self.add_bos = bool(lib.llama_vocab_get_add_bos(self.vocab))
         self.cached: list[int] = []
         self._piece = ctypes.create_string_buffer(_MAX_PIECE)
+        self._pieces: dict[int, bytes] = {}
+        self._ends: dict[int, bool] = {}
         self._idle_flag = AbortFlag()  # never set; installed between jobs
         self.install_abort(self._idle_flag)
 
@@ -301,13 +303,27 @@ class LoadedModel:
         return result
 
     def piece(self, token: int) -> bytes:
+        """The bytes of ``token`` (special tokens rendered), memoised per token."""
+        cached = self._pieces.get(token)
+        if cached is not None:
+            return cached
         lib = _lib()
         size = lib.llama_token_to_piece(self.vocab, token, self._piece, _MAX_PIECE, 0, True)
         if size < 0:
             buffer = ctypes.create_string_buffer(-size)
             size = lib.llama_token_to_piece(self.vocab, token, buffer, -size, 0, True)
-            return buffer.raw[:size]
-        return self._piece.raw[:size]
+            data = buffer.raw[:size]
+        else:
+            data = self._piece.raw[:size]
+        self._pieces[token] = data
+        return data
+
+    def is_end(self, token: int) -> bool:
+        """Whether ``token`` ends generation (end of turn, end of text), memoised."""
+        end = self._ends.get(token)
+        if end is None:
+            end = self._ends[token] = bool(_lib().llama_vocab_is_eog(self.vocab, token))
+        return end
 
     def fill_batch(self, tokens: Sequence[int], position: int, *, logits_last: bool) -> None:
         batch = self.batch
@@ -588,7 +604,7 @@ def _sample(
 ) -> GenerationReport:
     lib = _lib()
     flag = plan.abort
-    context, vocab = model.context, model.vocab
+    context = model.context
     decoder = Utf8Decoder()
     stops = StopScanner(plan.stop)
     budget = (
@@ -601,18 +617,19 @@ def _sample(
     position = len(model.cached)
     finish: FinishKind = "length"
     aborted_in_decode = stopped = False
-    emit, sample, is_eog, piece = (
-        job.emit,
-        lib.llama_sampler_sample,
-        lib.llama_vocab_is_eog,
-        model.piece,
-    )
+    emit, sample, is_end, piece = job.emit, lib.llama_sampler_sample, model.is_end, model.piece
+    # Single-token decodes reuse slot 0 of the batch: only token and position change.
+    batch = model.batch
+    token_slot, position_slot = batch.token, batch.pos
+    batch.n_seq_id[0] = 1
+    batch.seq_id[0][0] = 0
+
     while len(generated) < limit:
         if flag.is_set or job.aborted:
             finish = "cancelled"
             break
         token = sample(chain, context, -1)
-        if is_eog(vocab, token):
+        if is_end(token):
             finish = "stop"
             break
         generated.append(token)
@@ -640,8 +657,14 @@ def _sample(
             batch_tokens += forced
         if len(generated) >= limit or position + len(batch_tokens) >= model.n_ctx:
             break
-        model.fill_batch(batch_tokens, position, logits_last=True)
-        status = lib.llama_decode(context, model.batch)
+        if len(batch_tokens) == 1:
+            batch.n_tokens = 1
+            token_slot[0] = token
+            position_slot[0] = position
+            batch.logits[0] = 1
+        else:
+            model.fill_batch(batch_tokens, position, logits_last=True)
+        status = lib.llama_decode(context, batch)
         if status != 0:
             model.resync_cache([*model.cached, *batch_tokens])
             if status == _ABORTED:
