@@ -51,7 +51,8 @@ class WorkspacePolicy:
     patterns of paths the file tools refuse and leave out of listings and searches
     (workspace glob syntax: ``*`` and ``?`` stay in one component, ``**`` spans
     components, ``{a,b}`` alternates; a pattern without ``/`` matches a name at any
-    depth, like ``.gitignore``; a matching directory hides everything below it).
+    depth, like ``.gitignore``, and a leading ``/`` anchors it at the root; a
+    matching directory hides everything below it).
     ``recursive_delete``: whether shell commands that delete recursively are let
     through (best effort; the shell is not a sandbox).
     """
@@ -89,7 +90,8 @@ class HiddenPaths:
         for pattern in patterns:
             text = pattern.strip("/")
             regex = compile_glob(text).regex
-            (self._rooted if "/" in text else self._anywhere).append(regex)
+            anchored = pattern.startswith("/") or "/" in text
+            (self._rooted if anchored else self._anywhere).append(regex)
 
     def __bool__(self) -> bool:
         return bool(self._rooted or self._anywhere)
