@@ -31,6 +31,23 @@ class Client:
 
     model: AgentModel = attrs.field(validator=_check_model)
 
+    @classmethod
+    def openai(
+        cls, *, base_url: str, model: str, api_key: str | None = None, **options: Any
+    ) -> Client:
+        """A client for any OpenAI-compatible ``/chat/completions`` server (httpx, Trio).
+
+        ``base_url`` includes the version prefix (``"https://api.openai.com/v1"``,
+        ``"http://127.0.0.1:8080/v1"``); ``api_key`` is sent as a bearer token and never
+        shown. Other keyword options go to :class:`~emelex.model.openai.OpenAIModel`
+        (``capabilities``, ``http_client``, ``headers``, ``extra_body``, limits and
+        timeouts). No I/O happens here; close the model's own HTTP client with
+        ``await client.model.aclose()``. Raises :class:`InvalidRequest` for bad arguments.
+        """
+        from emelex.model.openai import OpenAIModel
+
+        return cls(OpenAIModel(base_url, model, api_key=api_key, **options))
+
     @property
     def capabilities(self) -> Capabilities:
         """The wrapped model's capabilities."""
