@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 from collections.abc import AsyncIterator
@@ -142,20 +141,18 @@ async def open_model(
         async with model:
             yield LoadedModel(Client(model), description, spec)
     elif kind == "openai" and value:
-        try:
-            openai: Any = importlib.import_module("emelex.model.openai")
-        except ImportError as exc:
-            raise ModelSpecError("the OpenAI-compatible backend is not available") from exc
-        url = (
-            base_url
-            or os.environ.get("EMELEX_OPENAI_BASE_URL")
-            or os.environ.get("OPENAI_BASE_URL")
+        url = base_url or os.environ.get("EMELEX_OPENAI_BASE_URL") or os.environ.get(
+            "OPENAI_BASE_URL"
         )
         if not url:
             raise ModelSpecError("openai:MODEL needs --base-url or EMELEX_OPENAI_BASE_URL")
-        key = api_key or os.environ.get("EMELEX_OPENAI_API_KEY") or os.environ.get("OPENAI_API_KEY")
-        model_obj: Any = openai.OpenAIModel(url, value, api_key=key)
-        yield LoadedModel(Client(model_obj), f"{value} at {url}", spec)
+        key = api_key or os.environ.get("EMELEX_OPENAI_API_KEY") or os.environ.get(
+            "OPENAI_API_KEY"
+        )
+        from emelex.model.openai import OpenAIModel
+
+        async with OpenAIModel(url, value, api_key=key) as remote:
+            yield LoadedModel(Client(remote), f"{value} at {url}", spec)
     else:
         raise ModelSpecError(
             f"unknown model spec {spec!r}: use llama:PATH, openai:MODEL or scripted:FILE"
