@@ -25,6 +25,7 @@ from emelex.app import (
     FunctionTool,
     InvalidAgent,
     InvalidAgentName,
+    InvalidApprover,
     InvalidCapability,
     InvalidCapabilityConfig,
     InvalidFile,
@@ -172,6 +173,7 @@ def test_client_and_model_are_alternatives() -> None:
         (lambda b: b.skill("ok", " ", "i"), InvalidSkill),
         (lambda b: b.skill("ok", "d", "i").skill("ok", "d", "i"), DuplicateSkill),
         (lambda b: b.tool(run_sql), ApproverRequired),
+        (lambda b: b.approver(object()), InvalidApprover),
         (lambda b: b.capability("shell"), ShellNotAllowed),
         (
             lambda b: b.capability("shell").workspace_policy(WorkspacePolicy.read_write()),

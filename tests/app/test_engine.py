@@ -24,6 +24,7 @@ from emelex.app import (
     CapabilityPackage,
     CapabilityRef,
     Contribution,
+    DuplicateCapability,
     Engine,
     FunctionTool,
     Harness,
@@ -400,3 +401,17 @@ async def test_approver_can_be_shared_across_sessions() -> None:
         await one.send_and_wait("x")
         await two.send_and_wait("y")
     assert [c.session_id for c in approvals.asked] == [one.session_id, two.session_id]
+
+
+async def test_a_reference_resolving_to_an_existing_id_is_a_duplicate() -> None:
+    async def resolver(ref: CapabilityRef) -> Any:
+        return CapabilityPackage("notes", (echo_tool("other"),))
+
+    agent = (
+        builder(ScriptedModel([]))
+        .capability(CapabilityPackage("notes", (echo_tool("note"),)))
+        .capability(CapabilityRef("acme/notes"))
+        .build()
+    )
+    with pytest.raises(DuplicateCapability):
+        await Engine(capability_resolver=resolver).create(agent).start()

@@ -30,6 +30,7 @@ from emelex.app._errors import (
     DuplicateSkill,
     DuplicateTool,
     InvalidAgentName,
+    InvalidApprover,
     InvalidCapability,
     InvalidFile,
     InvalidMcpServer,
@@ -295,6 +296,10 @@ class AgentBuilder:
             raise DuplicateProvider("the model was given more than once (client/model)")
         if not isinstance(self._policy, WorkspacePolicy):
             raise InvalidCapability(f"{self._policy!r} is not a WorkspacePolicy")
+        if self._approver is not None and not isinstance(self._approver, ApprovalPolicy):
+            raise InvalidApprover(
+                f"{self._approver!r} is not an ApprovalPolicy (async decide(context))"
+            )
         tools = self._check_tools()
         capabilities = self._check_capabilities(tools)
         files = self._check_files()

@@ -27,6 +27,7 @@ from emelex.app._capabilities import (
 )
 from emelex.app._errors import (
     ApproverRequired,
+    DuplicateCapability,
     IntegrationMissing,
     NameCollision,
     SessionNotStarted,
@@ -621,7 +622,15 @@ class _ReferenceStarter(SessionStarter):
                 ) from exc
             if value is None:
                 raise UnresolvedCapability(f"capability reference {capability.id!r} is unknown")
-            resolved.append(as_package(value, f"capability reference {capability.id!r}"))
+            package = as_package(value, f"capability reference {capability.id!r}")
+            if any(getattr(other, "id", None) == package.id for other in resolved) or any(
+                c.id == package.id for c in self._agent.capabilities
+            ):
+                raise DuplicateCapability(
+                    f"capability reference {capability.id!r} resolved to {package.id!r}, "
+                    "which the agent already has"
+                )
+            resolved.append(package)
         original = self._agent
         self._agent = attrs.evolve(original, capabilities=tuple(resolved))
         try:

@@ -37,6 +37,10 @@ class DuplicateTool(InvalidAgent):
     """Two tools of the agent have the same name."""
 
 
+class InvalidApprover(InvalidAgent):
+    """The approver does not implement ``ApprovalPolicy`` (``async decide(context)``)."""
+
+
 class InvalidToolSchema(InvalidAgent):
     """A tool's name, description or JSON Schema is malformed."""
 
