@@ -681,3 +681,20 @@ async def test_interruptible_tool_is_cancelled_and_finish_once_started_sees_the_
         if expected:
             assert expected in events and "sleeper finished" not in events
     assert "cooperative saw cancellation" in events
+
+
+async def test_bound_methods_become_tools_without_self() -> None:
+    class Counter:
+        def __init__(self) -> None:
+            self.base = 10
+
+        async def add(self, amount: int) -> int:
+            """Add to the base."""
+            return self.base + amount
+
+    counter_tool = tool(Counter().add)
+    assert list(counter_tool.parameters["properties"]) == ["amount"]
+    assert counter_tool.description == "Add to the base."
+    assert await counter_tool.invoke(invocation("add", {"amount": 1})) == ToolOutput("11")
+    with pytest.raises(InvalidToolFunction, match="'self' has no type annotation"):
+        tool(Counter.add)
