@@ -39,6 +39,11 @@ def next_request(session: AgentSession, text: str | None) -> GenerationRequest:
     Local helper until ``AgentSession`` offers a public ``next_request(text)``; it reads
     the session's private state and has no side effects (no events, no history).
     """
+    public = getattr(session, "next_request", None)
+    if callable(public):  # AgentSession.next_request, once the harness offers it
+        request = public(text)
+        assert isinstance(request, GenerationRequest)
+        return request
     core = TurnCore(
         turn_id=new_id(),
         user_message=Message("user", text if text is not None else ""),
