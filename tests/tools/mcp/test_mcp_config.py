@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import sys
 from typing import Any
 
@@ -170,3 +171,19 @@ def test_tool_names_are_prefixed_unless_disabled() -> None:
     assert bare.tool_name("echo") == "echo"
     call_timeout_none = McpServer.http("srv", "https://h/mcp", call_timeout=None)
     assert call_timeout_none.call_timeout is None
+
+
+async def test_connecting_without_the_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import trio
+
+    from emelex.tools.mcp import McpUnavailable, open_mcp_connection
+
+    monkeypatch.setitem(sys.modules, "emelex.tools.mcp._sdk", None)
+    for server, extra in (
+        (McpServer.http("h", "https://example.com/mcp"), "emelex[mcp]"),
+        (McpServer.stdio("s", sys.executable), "emelex[mcp-stdio]"),
+    ):
+        with trio.fail_after(5), pytest.raises(McpUnavailable, match=re.escape(extra)) as caught:
+            async with open_mcp_connection(server):
+                pytest.fail("connected without the SDK")
+        assert isinstance(caught.value.__cause__, ImportError)

@@ -422,3 +422,29 @@ async def test_header_and_env_values_are_never_logged(
         async with open_mcp_connection(server) as connection:
             await connection.call_tool("echo", {"text": "x"})
     assert "env-s3cret" not in caplog.text
+
+
+async def test_closing_does_not_wait_for_busy_slots_or_queued_calls() -> None:
+    server = stdio_server(max_concurrent_calls=1, mailbox=4)
+    outcomes: list[str] = []
+
+    async def call(connection: McpConnection, name: str) -> None:
+        try:
+            await connection.call_tool(name)
+        except McpServerClosed:
+            outcomes.append(f"{name} closed")
+
+    with trio.fail_after(TEST_TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            async with open_mcp_connection(server) as connection:
+                nursery.start_soon(call, connection, "block")
+                await trio.testing.wait_all_tasks_blocked()
+                # ``block`` holds the only slot; ``pid`` waits in the mailbox behind it.
+                nursery.start_soon(call, connection, "pid")
+                await trio.testing.wait_all_tasks_blocked()
+                [actor] = Supervisor.current().snapshot().find(ACTOR_KIND)
+                assert actor.mailbox is not None
+                assert actor.mailbox.sent == 2
+            # Leaving the block released both callers at once.
+    assert sorted(outcomes) == ["block closed", "pid closed"]
+    assert_no_actors()

@@ -12,6 +12,7 @@ request in the mailbox and wait on its own completion event.
 from __future__ import annotations
 
 import enum
+import importlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -129,6 +130,7 @@ class McpConnection:
         self._warnings: list[str] = []
         self._failure: McpError | None = None
         self._closing = False
+        self._serving: trio.CancelScope | None = None
         self.server_info = McpServerInfo("", "", "", None)
 
     # -- public ----------------------------------------------------------------------
@@ -280,22 +282,29 @@ class McpConnection:
         if self._failure is None and not self._closing:
             self._failure = error
             _log.warning("MCP server %r: connection lost: %s", self.server.name, error)
-        self._mailbox.close()
+        self._stop_serving()
 
     def _request_close(self) -> None:
         self._closing = True
+        self._stop_serving()
+
+    def _stop_serving(self) -> None:
+        # Queued requests are failed by the actor (drain); running ones are cancelled
+        # here, so closing never waits for a slow call (or for a free concurrency slot).
         self._mailbox.close()
+        if self._serving is not None:
+            self._serving.cancel()
 
 
 def _load_sdk(server: McpServer) -> ModuleType:
     try:
-        from emelex.tools.mcp import _sdk
+        sdk = importlib.import_module("emelex.tools.mcp._sdk")
     except ImportError as exc:
         extra = "mcp-stdio" if isinstance(server.transport, StdioTransport) else "mcp"
         raise McpUnavailable(
             f"the 'mcp' SDK is not installed: install emelex[{extra}]", server=server.name
         ) from exc
-    return _sdk
+    return sdk
 
 
 @asynccontextmanager
@@ -410,11 +419,19 @@ async def _serve(
 ) -> None:
     limiter = trio.CapacityLimiter(connection.server.max_concurrent_calls)
     async with trio.open_nursery() as handlers:
+        connection._serving = handlers.cancel_scope
+        if connection.closed:  # closed while it was starting
+            handlers.cancel_scope.cancel()
         async for request in ctx.mailbox:
             if connection.closed:
                 request.finish(error=connection._closed_error())
                 continue
-            await limiter.acquire_on_behalf_of(request)
+            try:
+                await limiter.acquire_on_behalf_of(request)
+            except BaseException:
+                # Taken from the mailbox but never started: nobody else will finish it.
+                request.finish(error=connection._closed_error())
+                raise
             handlers.start_soon(_handle, session, request, limiter, connection, sdk)
         # Closed: whatever still runs is cut short (its caller gets McpServerClosed).
         handlers.cancel_scope.cancel()
