@@ -316,9 +316,11 @@ async def open_mcp_connection(server: McpServer) -> AsyncIterator[McpConnection]
     the transport (spawns the process, or opens the HTTP client), runs the MCP handshake
     and tool discovery within ``connect_timeout``, and only then does this return; any
     failure before that raises :class:`McpConnectionFailed` (cause chained). Leaving the
-    block closes the connection: in-flight calls end with :class:`McpServerClosed`, the
-    session and transport are closed by the actor's own task within
-    ``shutdown_timeout`` (a stdio process is then terminated, its process group killed).
+    block closes the connection: in-flight calls end with :class:`McpServerClosed`, and
+    the actor's own task closes the session and the transport within
+    ``shutdown_timeout``, shielded from cancellation (a stdio server gets its stdin
+    closed, 2 s to exit, then its process group is terminated; if the bound runs out
+    first, the process is killed).
 
     Enter and exit the block in one task (it holds a nursery); use the connection and its
     tools from any task inside it. Errors of the block propagate unwrapped.
