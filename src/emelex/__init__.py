@@ -3,7 +3,8 @@
 The top level re-exports the names most programs need; the subpackages hold the rest:
 :mod:`emelex.model` (messages, requests, events, clients), :mod:`emelex.agent` (sessions,
 turns, approvals), :mod:`emelex.tools` (the tool protocol and built-in tools),
-:mod:`emelex.runtime` (actors and the supervisor) and :mod:`emelex.testing`.
+:mod:`emelex.runtime` (actors and the supervisor), :mod:`emelex.app` (declarative agents,
+the engine and harness presets) and :mod:`emelex.testing`.
 """
 
 from emelex._errors import EmelexError, LimitExceeded, SerializationError
@@ -26,6 +27,19 @@ from emelex.agent import (
     ToolInvocation,
     ToolOutput,
 )
+from emelex.app import (
+    Agent,
+    AppError,
+    Engine,
+    FunctionTool,
+    Harness,
+    Session,
+    SessionContext,
+    ToolCallContext,
+    ToolError,
+    WorkspacePolicy,
+    tool,
+)
 from emelex.model import (
     AgentModel,
     AudioPart,
@@ -47,6 +61,7 @@ from emelex.model import (
 from emelex.runtime import DetachedWorkError, Supervisor, open_supervisor
 
 __all__ = [
+    "Agent",
     "AgentCancellation",
     "AgentError",
     "AgentEvent",
@@ -55,6 +70,7 @@ __all__ = [
     "AgentSessionBuilder",
     "AgentTool",
     "AgentTurn",
+    "AppError",
     "ApprovalContext",
     "ApprovalDecision",
     "ApprovalPolicy",
@@ -66,8 +82,11 @@ __all__ = [
     "DenyAll",
     "DetachedWorkError",
     "EmelexError",
+    "Engine",
+    "FunctionTool",
     "GenerationOptions",
     "GenerationRequest",
+    "Harness",
     "ImagePart",
     "LimitExceeded",
     "Message",
@@ -75,15 +94,21 @@ __all__ = [
     "Reasoning",
     "Response",
     "SerializationError",
+    "Session",
+    "SessionContext",
     "Supervisor",
     "TextPart",
     "ToolCall",
+    "ToolCallContext",
     "ToolCancellationPolicy",
     "ToolDefinition",
+    "ToolError",
     "ToolInvocation",
     "ToolOutput",
     "Usage",
     "VideoPart",
-    "__version__",
+    "WorkspacePolicy",
     "open_supervisor",
+    "tool",
+    "__version__",
 ]

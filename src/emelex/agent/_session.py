@@ -282,6 +282,27 @@ class AgentSession:
     ) -> AgentTurn:
         return await self._run(_user_message(parts), options, cancellation, on_event, True)
 
+    def next_request(
+        self, text: str | None = None, options: GenerationOptions | None = None
+    ) -> GenerationRequest:
+        """The request the next turn's first model round would send for ``text``: the same
+        code path as execution (history, advertised tools, stripping, merged options,
+        ceilings), without running anything. Raises CeilingExceeded/CapabilityMissing."""
+        core = TurnCore(
+            turn_id=new_id(),
+            user_message=_user_message(text if text is not None else ""),
+            history=self._history,
+            history_size=self._history_size,
+            tools=self._table,
+            enabled=self._enabled,
+            history_tools=self._history_tools,
+            strip_reasoning=self._strip,
+            options=self._merged_options(options),
+            ceilings=self._ceilings,
+        )
+        request, _events = core.begin_round()
+        return request
+
     # -- the turn -------------------------------------------------------------------------
     def _merged_options(self, options: GenerationOptions | None) -> GenerationOptions:
         merged = self._options if options is None else self._options.overlay(options)
