@@ -14,6 +14,7 @@ from typing import Any
 import jsonschema
 import pytest
 import trio
+import trio.testing
 
 from emelex.model import (
     AgentModel,
@@ -24,6 +25,7 @@ from emelex.model import (
     GenerationOptions,
     GenerationRequest,
     ImagePart,
+    InvalidRequest,
     Message,
     ModelError,
     Progress,
@@ -458,6 +460,45 @@ async def test_closing_the_model_stops_a_running_generation(tiny: LlamaModel) ->
             await tiny.aclose()
     assert emelex_threads() == []
     assert len(errors) == 1 and "closed during" in str(errors[0])
+
+
+async def test_closing_the_model_fails_a_generation_waiting_for_the_queue(
+    tiny_model: Path,
+) -> None:
+    errors: list[BaseException] = []
+    model = LlamaModel(tiny_model, n_threads=1, queue_capacity=1, emit_capacity=4)
+
+    async def second() -> None:
+        try:
+            async with model.generate(HELLO):
+                pass
+        except ModelNotOpen as exc:
+            errors.append(exc)
+
+    with trio.fail_after(10):
+        async with model:
+            # The first job fills its small buffer and holds the only queue slot.
+            async with model.generate(request(max_tokens=4000)) as first:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(second)
+                    await trio.testing.wait_all_tasks_blocked()
+                    assert not first._job.left_worker
+                    await model.aclose()
+    assert len(errors) == 1 and "closed while this generation waited" in str(errors[0])
+    assert emelex_threads() == []
+
+
+def test_options_are_checked(tiny_model: Path) -> None:
+    for options in (
+        {"n_batch": 0},
+        {"queue_capacity": 0},
+        {"n_ctx": 8},
+        {"tool_choice": "always"},
+        {"batch_interval": -1},
+        {"batch_interval": True},
+    ):
+        with pytest.raises(InvalidRequest):
+            LlamaModel(tiny_model, **options)
 
 
 async def test_jobs_queue_to_the_single_worker(tiny_model: Path) -> None:

@@ -11,6 +11,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Literal
 
+import attrs
+import trio
+
 from emelex.model._capabilities import Capabilities
 from emelex.model._errors import InvalidRequest, ModelError
 from emelex.model._events import Completed, GenerationEvent, Progress, Response, Usage
@@ -44,6 +47,7 @@ from emelex.model.templates import (
 from emelex.runtime import (
     AgentCancellation,
     DedicatedWorker,
+    WorkerClosed,
     WorkerJob,
     WorkerJobAborted,
     open_dedicated_worker,
@@ -103,12 +107,18 @@ class LlamaModel:
                 async for event in stream: ...
 
     Generations queue to that thread (at most ``queue_capacity`` waiting); tokens reach
-    Trio in batches. Options: ``n_ctx`` (context window; default the model's, at most
-    8192), ``n_threads``/``n_threads_batch`` (generation and prompt threads; default
-    half the cores and all of them), ``n_batch`` (prompt tokens per decode, which is
-    also the progress granularity), ``n_gpu_layers``. ``tool_grammar`` (default on)
-    constrains proposed tool calls with a grammar built from the tools' schemas;
+    Trio in batches, at most one hand-off per ``batch_interval`` seconds (default 1 ms:
+    a slow model's tokens arrive one by one, a fast model's a few at a time, which
+    spares the event loop a wake-up per token).
+
+    Options: ``n_ctx`` (context window; default the model's, at most 8192),
+    ``n_threads``/``n_threads_batch`` (generation and prompt threads; default half the
+    cores and all of them), ``n_batch`` (prompt tokens per decode, which is also the
+    progress granularity), ``n_gpu_layers``. ``tool_grammar`` (default on) constrains
+    proposed tool calls with a grammar built from the tools' schemas;
     ``tool_choice="required"`` makes every answer a tool call when tools are offered.
+    Sampling options a request leaves unset follow llama.cpp's defaults (temperature
+    0.8, top-k 40, top-p 0.95, min-p 0.05, a random seed); temperature 0 is greedy.
     """
 
     def __init__(
@@ -125,6 +135,7 @@ class LlamaModel:
         tool_choice: ToolChoice = "auto",
         queue_capacity: int = 8,
         emit_capacity: int = 1024,
+        batch_interval: float = 0.001,
     ) -> None:
         path = Path(model_path)
         metadata = read_gguf_metadata(path)
@@ -136,6 +147,10 @@ class LlamaModel:
                 raise InvalidRequest(f"{name} must be a positive integer, got {value!r}")
         if n_ctx is not None and (type(n_ctx) is not int or n_ctx < 16):
             raise InvalidRequest(f"n_ctx must be an integer >= 16, got {n_ctx!r}")
+        if isinstance(batch_interval, bool) or not isinstance(batch_interval, int | float):
+            raise InvalidRequest(f"batch_interval must be a number, got {batch_interval!r}")
+        if not 0 <= batch_interval <= 1:
+            raise InvalidRequest(f"batch_interval must be in [0, 1] seconds, got {batch_interval}")
         if tool_choice not in ("auto", "required"):
             raise InvalidRequest(f"tool_choice must be 'auto' or 'required', got {tool_choice!r}")
         threads, threads_batch = _default_threads()
@@ -155,6 +170,7 @@ class LlamaModel:
         self._tool_choice: ToolChoice = tool_choice
         self._queue_capacity = queue_capacity
         self._emit_capacity = emit_capacity
+        self._batch_interval = float(batch_interval)
         self._worker: DedicatedWorker[LoadedModel] | None = None
         self._stack: AsyncExitStack | None = None
         self._opening = False
@@ -290,27 +306,11 @@ class LlamaModel:
         rendered = self._format.render(request.messages, request.tools, reasoning=options.reasoning)
         sampling = Sampling()
         if options.temperature is not None:
-            sampling = Sampling(
-                temperature=options.temperature,
-                top_k=sampling.top_k,
-                top_p=sampling.top_p,
-                min_p=sampling.min_p,
-            )
+            sampling = attrs.evolve(sampling, temperature=options.temperature)
         if options.top_p is not None:
-            sampling = Sampling(
-                temperature=sampling.temperature,
-                top_k=sampling.top_k,
-                top_p=options.top_p,
-                min_p=sampling.min_p,
-            )
+            sampling = attrs.evolve(sampling, top_p=options.top_p)
         if options.seed is not None:
-            sampling = Sampling(
-                temperature=sampling.temperature,
-                top_k=sampling.top_k,
-                top_p=sampling.top_p,
-                min_p=sampling.min_p,
-                seed=options.seed,
-            )
+            sampling = attrs.evolve(sampling, seed=options.seed)
         reasoning = options.reasoning
         budget = getattr(reasoning, "budget_tokens", None)
         plan = GenerationPlan(
@@ -364,11 +364,21 @@ class LlamaModel:
         plan, parser = self._prepare(request)
         self._active.add(plan.abort)
         try:
-            async with worker.job(run_generation, plan, name="llama.generate") as job:
+            async with AsyncExitStack() as stack:
+                try:
+                    job = await stack.enter_async_context(
+                        worker.job(run_generation, plan, name="llama.generate")
+                    )
+                except WorkerClosed:
+                    raise ModelNotOpen(
+                        f"{self._path.name} was closed while this generation waited for it"
+                    ) from None
                 stream = LlamaStream(self, job, plan.abort, parser, cancellation)
                 try:
                     yield stream
                 finally:
+                    # Before the job context aborts the job and waits for it: the flag
+                    # also stops a prompt decode in progress.
                     plan.abort.set()
                     stream._detach()
         finally:
@@ -403,6 +413,8 @@ class LlamaStream:
         self._drained = False
         self._done = False
         self._cancelled = False
+        self._batch_interval = model._batch_interval
+        self._next_batch_at = 0.0
         self.report: GenerationReport | None = None
         self._remove_callback = (
             cancellation.add_callback(self._on_cancel) if cancellation is not None else None
@@ -422,18 +434,26 @@ class LlamaStream:
         return self
 
     async def __anext__(self) -> GenerationEvent:
-        """The next event. Checkpoints once per batch of items from the worker."""
+        """The next event. Checkpoints once per batch of items from the worker; raises
+        what the job raised; cancellation propagates (the ``async with`` then stops the
+        job and waits for it)."""
         while not self._ready:
             if self._done:
                 raise StopAsyncIteration
             if self._drained:
                 await self._complete()
                 continue
+            # A fast model produces tokens quicker than per-token hand-offs pay off: take
+            # the next batch no sooner than one interval after the last.
+            pause = self._next_batch_at - trio.current_time()
+            if pause > 0:
+                await trio.sleep(pause)
             try:
                 batch = await self._job.__anext__()
             except StopAsyncIteration:
                 self._drained = True
                 continue
+            self._next_batch_at = trio.current_time() + self._batch_interval
             self._absorb(batch)
         return self._ready.popleft()
 
