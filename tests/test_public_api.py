@@ -189,7 +189,7 @@ def test_top_level_facade_is_exact() -> None:
 
 
 def test_error_tree_is_rooted() -> None:
-    from emelex import agent, model, runtime
+    from emelex import agent, app, model, runtime
     from emelex.tools import workspace
 
     for error in (
