@@ -100,9 +100,7 @@ def test_stop_strings_cut_at_the_first_match_under_any_split(
     if not stopped:
         out += scanner.flush()
     assert stopped == bool(hits)
-    # A stop found only across a later piece may end the text a little earlier than
-    # the leftmost match would in one piece, never later and never inside a stop.
-    assert out == expected
+    assert out == expected  # held-back text makes the split invisible
 
 
 def test_no_stop_strings_pass_everything_through() -> None:
