@@ -141,14 +141,14 @@ async def open_model(
         async with model:
             yield LoadedModel(Client(model), description, spec)
     elif kind == "openai" and value:
-        url = base_url or os.environ.get("EMELEX_OPENAI_BASE_URL") or os.environ.get(
-            "OPENAI_BASE_URL"
+        url = (
+            base_url
+            or os.environ.get("EMELEX_OPENAI_BASE_URL")
+            or os.environ.get("OPENAI_BASE_URL")
         )
         if not url:
             raise ModelSpecError("openai:MODEL needs --base-url or EMELEX_OPENAI_BASE_URL")
-        key = api_key or os.environ.get("EMELEX_OPENAI_API_KEY") or os.environ.get(
-            "OPENAI_API_KEY"
-        )
+        key = api_key or os.environ.get("EMELEX_OPENAI_API_KEY") or os.environ.get("OPENAI_API_KEY")
         from emelex.model.openai import OpenAIModel
 
         async with OpenAIModel(url, value, api_key=key) as remote:
