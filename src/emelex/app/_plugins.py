@@ -182,8 +182,10 @@ def load_plugin(path: str | os.PathLike[str]) -> LoadedPlugin:
 
     The entry module is imported from its file under a unique module name (two
     plugins with the same module names never share state, and nothing is added to
-    ``sys.path``). Any failure (manifest, syntax, import, the entry function raising,
-    a bad tool) raises :class:`PluginError` naming the plugin file and line.
+    ``sys.path``; no bytecode is written). Loading runs the plugin's code in the
+    calling thread: plugins are trusted host configuration. Any failure (manifest,
+    syntax, import, the entry function raising, a bad tool) raises
+    :class:`PluginError` naming the plugin file and line.
     Warnings issued while loading are captured into :attr:`LoadedPlugin.warnings`.
     """
     root = pathlib.Path(os.fspath(path)).resolve()
@@ -198,9 +200,11 @@ def load_plugin(path: str | os.PathLike[str]) -> LoadedPlugin:
         raise PluginError("cannot import the entry module", file)
     module = importlib.util.module_from_spec(spec)
     registry = PluginRegistry(data["name"], root)
+    write_bytecode = sys.dont_write_bytecode
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         sys.modules[unique] = module
+        sys.dont_write_bytecode = True  # leave no __pycache__ in the plugin folder
         try:
             spec.loader.exec_module(module)
             entry = getattr(module, function_name, None)
@@ -215,6 +219,8 @@ def load_plugin(path: str | os.PathLike[str]) -> LoadedPlugin:
         except Exception as exc:
             sys.modules.pop(unique, None)
             raise _failure(root, file, exc) from exc
+        finally:
+            sys.dont_write_bytecode = write_bytecode
     found = [
         PluginWarning(
             data["name"],
