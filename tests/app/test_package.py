@@ -181,6 +181,7 @@ def test_validation_reports_every_problem_at_once(tmp_path: Path) -> None:
     (root / "skills" / "two" / "SKILL.md").write_text("---\nname: other\ndescription: x\n---\nb\n")
     (root / "skills" / "three").mkdir()
     (root / "README.md").write_text("hi")
+    (root / "files" / "empty").mkdir()
     problems = validate_package(root)
     codes = {(p.path, p.code) for p in problems}
     expected = {
@@ -200,6 +201,7 @@ def test_validation_reports_every_problem_at_once(tmp_path: Path) -> None:
         ("skills/two/SKILL.md", "bad-front-matter"),
         ("skills/three/SKILL.md", "bad-skill"),
         ("README.md", "unknown-entry"),
+        ("files/empty", "empty-directory"),
     }
     assert expected <= codes, expected - codes
     by_message = {p.message: p for p in problems}
@@ -272,6 +274,7 @@ def test_export_of_a_built_agent_and_tricky_text(tmp_path: Path) -> None:
         .approver(DenyAll())
         .file("notes/a.md", "a")
         .readonly_file("ref.bin", b"\x00\xff")
+        .skill("quoted", '"All quoted"', "Body.\n")  # packages order skills by name
         .skill("tidy", 'Tidy up: "quotes" too', "Body.\n")
         .capability("web_fetch", response_bytes=1000)
         .build()

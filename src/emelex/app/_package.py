@@ -287,6 +287,8 @@ def _walk(read: _Read, directory: pathlib.Path) -> Iterator[pathlib.Path]:
         if entry.is_symlink():
             read.problem(rel, "symlink", "symbolic links are not allowed in a package")
         elif entry.is_dir():
+            if not any(entry.iterdir()):
+                read.problem(rel, "empty-directory", "empty directories are not kept by the format")
             yield from _walk(read, entry)
         elif entry.is_file():
             if "\\" in entry.name or len(os.fsencode(entry.name)) > 255:
@@ -955,7 +957,11 @@ def export_agent(
     for skill in sorted(agent.skills, key=lambda s: s.name):
         folder = root / "skills" / skill.name
         folder.mkdir(parents=True, exist_ok=True)
-        text = f"---\nname: {skill.name}\ndescription: {skill.description}\n---\n"
+        description = skill.description
+        if len(description) >= 2 and description[0] == description[-1] and description[0] in "'\"":
+            quote = "'" if description[0] == '"' else '"'
+            description = f"{quote}{description}{quote}"  # the reader strips one pair
+        text = f"---\nname: {skill.name}\ndescription: {description}\n---\n"
         (folder / SKILL_FILE).write_bytes((text + skill.instructions).encode("utf-8"))
     for plugin in agent.plugins:
         _copy_tree(plugin, root / "plugins" / plugin.name)
