@@ -286,7 +286,12 @@ class PluginIntegration:
         async def close() -> None:
             self.warnings.pop(session_id, None)
 
-        return Contribution(tools=tools, prompt_sections=prompts, handles={"plugins"}, close=close)
+        extra: dict[str, Any] = {}
+        if "warnings" in attrs.fields_dict(Contribution):  # SessionContext.warnings
+            extra["warnings"] = [str(warning) for warning in found]
+        return Contribution(
+            tools=tools, prompt_sections=prompts, handles={"plugins"}, close=close, **extra
+        )
 
 
 __all__ = [
