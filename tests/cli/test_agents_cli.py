@@ -76,6 +76,12 @@ def test_validate_ok_and_every_problem(capsys: pytest.CaptureFixture[str], tmp_p
     }
 
 
+def test_validate_a_folder_of_packages(capsys: pytest.CaptureFixture[str]) -> None:
+    assert agents_command(namespace("validate", ACTORS)) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [f"{ACTORS / name}: ok" for name in ["repo-reviewer", "shell-operator", "writer"]]
+
+
 def test_export_then_diff(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     dest = tmp_path / "copy"
     assert agents_command(namespace("export", ACTORS / "shell-operator", dest)) == 0

@@ -32,7 +32,7 @@ DEFAULT_DIRECTORY = "actors"
 _ARITY = {"list": (0, 1), "validate": (1, None), "export": (2, 2), "diff": (2, 2)}
 _USAGE = {
     "list": "emelex agents list [DIR]",
-    "validate": "emelex agents validate PATH [PATH ...]",
+    "validate": "emelex agents validate PATH [PATH ...]  (a folder of packages: each)",
     "export": "emelex agents export PATH DEST",
     "diff": "emelex agents diff A B",
 }
@@ -110,7 +110,12 @@ def _list(directory: str, as_json: bool) -> int:
 
 def _validate(paths: list[str], as_json: bool) -> int:
     report: dict[str, list[dict[str, Any]]] = {}
+    expanded: list[str] = []
     for path in paths:
+        # A folder of packages (like actors/) stands for every package in it.
+        inner = find_packages(path) if not os.path.exists(os.path.join(path, "agent.toml")) else []
+        expanded.extend([str(p) for p in inner] or [path])
+    for path in expanded:
         report[path] = [
             {"path": p.path, "line": p.line, "code": p.code, "message": p.message}
             for p in validate_package(path)
