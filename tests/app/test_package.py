@@ -215,6 +215,24 @@ def test_validation_reports_every_problem_at_once(tmp_path: Path) -> None:
     assert len(caught.value.problems) == len(problems)
 
 
+def test_every_bad_model_option_is_reported(tmp_path: Path) -> None:
+    manifest = MINIMAL + '\n[model]\nmax_tokens = 0\nstop = "x"\nseed = true\n'
+    problems = validate_package(write_package(tmp_path / "p", manifest))
+    assert [(p.code, p.line) for p in problems] == [
+        ("bad-value", 5),
+        ("bad-value", 7),
+        ("bad-value", 6),
+    ]
+
+
+def test_diff_needs_two_readable_packages(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InvalidPackage, match="missing-manifest"):
+        diff_packages(ACTORS / "writer", tmp_path / "empty")
+    with pytest.raises(InvalidPackage, match="not-a-directory"):
+        diff_packages(tmp_path / "nowhere", ACTORS / "writer")
+
+
 def test_bad_toml_reports_its_line(tmp_path: Path) -> None:
     root = write_package(tmp_path / "p", '[agent]\nname = "x"\nversion = \n')
     [problem] = validate_package(root)

@@ -442,10 +442,12 @@ def _check_manifest(read: _Read, text: str, manifest: dict[str, Any]) -> None:
             f"model binding {binding!r} must be a symbolic name (lowercase, digits, _ . -)",
             "binding",
         )
-    try:
-        _options(model)
-    except ValueError as exc:
-        bad("bad-value", str(exc), "model")
+    for key in ("max_tokens", "temperature", "top_p", "seed", "stop"):
+        if key in model:  # one check per key, so every bad option is reported
+            try:
+                _options({key: model[key]})
+            except ValueError as exc:
+                bad("bad-value", str(exc), key)
     preset = manifest.get("harness", {}).get("preset", "base")
     if preset not in PRESETS:
         bad("unknown-preset", f"harness preset {preset!r} is not one of {PRESETS}", "preset")
@@ -1009,7 +1011,17 @@ def diff_packages(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> list[
     """The structural differences from package ``a`` to package ``b``: manifest
     fields (``agent.version``, ``workspace.policy``, ``capabilities.<id>``, ...),
     ``instructions``, seeded files and skills (compared by SHA-256), sorted by path.
-    Empty when the packages are equivalent."""
+    Empty when the packages are equivalent. Raises :class:`InvalidPackage` when either
+    side is not a directory with a readable ``agent.toml`` (other problems do not stop
+    a diff)."""
+    for path in (a, b):
+        unreadable = [
+            p
+            for p in _read(path).problems
+            if p.code in ("not-a-directory", "missing-manifest", "bad-toml")
+        ]
+        if unreadable:
+            raise InvalidPackage(f"cannot diff {os.fspath(path)!r}", unreadable)
     before, after = _snapshot(a), _snapshot(b)
     changes: list[Change] = []
     for key in sorted(set(before) | set(after)):

@@ -156,7 +156,11 @@ def _diff(a: str, b: str, as_json: bool) -> int:
         if not os.path.isdir(path):
             print(f"emelex agents: {path!r} is not a directory", file=sys.stderr)
             return EXIT_INVALID
-    changes = diff_packages(a, b)
+    try:
+        changes = diff_packages(a, b)
+    except PackageError as exc:
+        print(f"emelex agents: {exc}", file=sys.stderr)
+        return EXIT_INVALID
     if as_json:
         _print_json(
             [
