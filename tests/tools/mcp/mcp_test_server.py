@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import os
 import sys
 from typing import Any
@@ -24,6 +25,7 @@ from mcp.types import (
     TextResourceContents,
 )
 
+_log = logging.getLogger("emelex.tests.mcp_server")
 #: A 1x1 transparent PNG.
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
@@ -114,11 +116,13 @@ def build_server(name: str = "emelex-test") -> FastMCP:
     @server.tool()
     async def block() -> str:
         """Block until cancelled (counts started and cancelled calls)."""
+        _log.debug("block: started")
         probe.started += 1
         probe.started_event().set()
         try:
             await anyio.sleep_forever()
         finally:
+            _log.debug("block: cancelled")
             probe.cancelled += 1
             probe.cancelled_event().set()
         return "unreachable"
@@ -126,6 +130,7 @@ def build_server(name: str = "emelex-test") -> FastMCP:
     @server.tool()
     async def wait_started() -> int:
         """Wait until a ``block`` call has started; return how many did."""
+        _log.debug("wait_started: waiting")
         with anyio.fail_after(PROBE_TIMEOUT):
             await probe.started_event().wait()
         return probe.started

@@ -12,6 +12,7 @@ import trio
 from emelex.runtime import Supervisor
 from emelex.tools.mcp import (
     ACTOR_KIND,
+    McpConnection,
     McpConnectionFailed,
     McpServer,
     McpServerClosed,
@@ -102,3 +103,24 @@ async def test_unreachable_and_wrong_endpoints_fail_to_connect(
             assert caught.value.server == server.name
             assert caught.value.__cause__ is not None
     assert_no_actors()
+
+
+async def test_concurrent_calls_over_http_each_reach_the_server_once(
+    http_server: HttpServer,
+) -> None:
+    # mcp 1.30's Streamable HTTP client spawns one task per request from a closure over
+    # its loop variable: two requests taken before the first task ran would both POST the
+    # second one (one call lost, the other run twice). The connection gates requests so
+    # that cannot happen; many simultaneous calls would expose it.
+    server = McpServer.http("web", http_server.url, call_timeout=20)
+    results: dict[int, str] = {}
+
+    async def call(connection: McpConnection, index: int) -> None:
+        output = await connection.call_tool("echo", {"text": f"call {index}"})
+        results[index] = output.text
+
+    with trio.fail_after(TEST_TIMEOUT):
+        async with open_mcp_connection(server) as connection, trio.open_nursery() as nursery:
+            for index in range(30):
+                nursery.start_soon(call, connection, index)
+    assert results == {index: f"call {index}" for index in range(30)}

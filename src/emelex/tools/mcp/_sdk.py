@@ -18,6 +18,7 @@ import anyio
 import httpx
 import mcp.types as types
 import pydantic
+import trio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -81,9 +82,18 @@ async def open_transport(server: McpServer) -> AsyncIterator[tuple[ReadStream, W
             headers=dict(transport.headers) or None,
             timeout=httpx.Timeout(server.connect_timeout, read=read_timeout),
         )
+        gate = PostGate()
+        client.event_hooks = {"request": [gate.on_request], "response": []}
         async with client, streamable_http_client(transport.url, http_client=client) as streams:
             read, write, _session_id = streams
-            yield read, write
+            inner_write, inner_read = anyio.create_memory_object_stream[SessionMessage](0)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(gate.pump, inner_read, write, server.connect_timeout)
+                try:
+                    yield read, inner_write
+                finally:
+                    inner_write.close()
+                    nursery.cancel_scope.cancel()
         return
     parameters = StdioServerParameters(
         command=resolve_command(transport),
@@ -94,6 +104,54 @@ async def open_transport(server: McpServer) -> AsyncIterator[tuple[ReadStream, W
     with _errlog(transport.stderr) as errlog:
         async with stdio_client(parameters, errlog=errlog) as (read, write):
             yield read, write
+
+
+class PostGate:
+    """Works around a request mix-up in the SDK's Streamable HTTP client.
+
+    The client's writer task (``post_writer``, mcp 1.x and 2.x alike) spawns one task
+    per request from a closure over its loop variable. If it takes a second message
+    before the first request's task has run, that task reads the second message: the
+    first request is never sent and the second is POSTed twice (a lost call, and a tool
+    run twice). So every message from the session passes through :meth:`pump`, which
+    forwards a request and then waits until its POST reaches httpx (the request event
+    hook sees the JSON-RPC id), i.e. until the task has read its own message, before it
+    forwards anything else. Only the start of each POST is serialized; responses still
+    stream concurrently. The wait is bounded, so an SDK that no longer needs this only
+    loses ``bound`` seconds on a request that never gets POSTed.
+    """
+
+    def __init__(self) -> None:
+        self._waiting: dict[object, trio.Event] = {}
+
+    async def on_request(self, request: httpx.Request) -> None:
+        if request.method != "POST" or not self._waiting:
+            return
+        try:
+            body = json.loads(request.content)
+        except Exception:  # a streamed or non-JSON body is not one of ours
+            return
+        if isinstance(body, dict):
+            event = self._waiting.pop(body.get("id"), None)
+            if event is not None:
+                event.set()
+
+    async def pump(
+        self, inner: MemoryObjectReceiveStream[SessionMessage], outer: WriteStream, bound: float
+    ) -> None:
+        async with inner, outer:
+            async for message in inner:
+                root = message.message.root
+                if not isinstance(root, types.JSONRPCRequest):
+                    await outer.send(message)
+                    continue
+                posted = self._waiting[root.id] = trio.Event()
+                try:
+                    await outer.send(message)
+                    with trio.move_on_after(bound):
+                        await posted.wait()
+                finally:
+                    self._waiting.pop(root.id, None)
 
 
 @contextlib.asynccontextmanager
