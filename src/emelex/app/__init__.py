@@ -66,6 +66,30 @@ from emelex.app._errors import (
 from emelex.app._events import DEFAULT_EVENT_BUFFER, EventStream
 from emelex.app._harness import Harness
 from emelex.app._inspect import SessionContext
+from emelex.app._package import (
+    Change,
+    InvalidPackage,
+    MissingBinding,
+    PackageError,
+    PackageInfo,
+    PackageProblem,
+    UnboundModel,
+    UnboundModelError,
+    diff_packages,
+    export_agent,
+    load_agent,
+    package_harness,
+    package_info,
+    validate_package,
+)
+from emelex.app._plugins import (
+    LoadedPlugin,
+    PluginError,
+    PluginIntegration,
+    PluginRegistry,
+    PluginWarning,
+    load_plugin,
+)
 from emelex.app._policy import WorkspacePolicy, recursive_delete_reason
 from emelex.tools._function import (
     ArgumentConversionError,
@@ -102,6 +126,23 @@ __all__ = [
     "Session",
     "SessionContext",
     "SessionStarter",
+    # agent packages
+    "Change",
+    "PackageInfo",
+    "PackageProblem",
+    "UnboundModel",
+    "diff_packages",
+    "export_agent",
+    "load_agent",
+    "package_harness",
+    "package_info",
+    "validate_package",
+    # plugins
+    "LoadedPlugin",
+    "PluginIntegration",
+    "PluginRegistry",
+    "PluginWarning",
+    "load_plugin",
     # workspace policy
     "WorkspacePolicy",
     "recursive_delete_reason",
@@ -130,15 +171,20 @@ __all__ = [
     "InvalidCapabilityConfig",
     "InvalidFile",
     "InvalidMcpServer",
+    "InvalidPackage",
     "InvalidPlugin",
     "InvalidPolicy",
     "InvalidSkill",
     "InvalidToolSchema",
     "InvalidWorkspaceRoot",
+    "MissingBinding",
     "MissingModel",
     "NameCollision",
+    "PackageError",
+    "PluginError",
     "SessionNotStarted",
     "ShellNotAllowed",
+    "UnboundModelError",
     "UnresolvedCapability",
     "WorkspaceConflict",
 ]

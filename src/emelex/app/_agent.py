@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import pathlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -160,6 +160,34 @@ class Agent:
     @staticmethod
     def builder() -> AgentBuilder:
         return AgentBuilder()
+
+    @staticmethod
+    def load(
+        path: str | os.PathLike[str],
+        *,
+        bindings: Mapping[str, Client | AgentModel] | None = None,
+        approver: ApprovalPolicy | None = None,
+    ) -> Agent:
+        """Load an agent package (see ``docs/app/packages.md``)."""
+        from emelex.app._package import load_agent
+
+        return load_agent(path, bindings=bindings, approver=approver)
+
+    def export(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        description: str | None = None,
+        version: str | None = None,
+        binding: str | None = None,
+        preset: str | None = None,
+    ) -> None:
+        """Write this agent as a package (deterministic; see ``docs/app/packages.md``)."""
+        from emelex.app._package import export_agent
+
+        export_agent(
+            self, path, description=description, version=version, binding=binding, preset=preset
+        )
 
     def capability(self, capability_id: str) -> Capability | None:
         return next((c for c in self.capabilities if c.id == capability_id), None)

@@ -78,6 +78,8 @@ class Contribution:
     prompt_sections: tuple[str, ...] = attrs.field(default=(), converter=_texts)
     handles: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
     close: Callable[[], Awaitable[None]] | None = None
+    #: Non-fatal problems (e.g. plugin load warnings), shown by ``inspect()``.
+    warnings: tuple[str, ...] = attrs.field(default=(), converter=_texts)
 
 
 @runtime_checkable
@@ -267,6 +269,7 @@ class SessionStarter:
             temporary=temporary,
             workspace=workspace,
             closers=assembly.closers,
+            warnings=[w for _, c in self._contributions for w in c.warnings],
         )
         self._engine._sessions.append(session)
         return session
@@ -418,6 +421,7 @@ class Session:
         temporary: str | None,
         workspace: Workspace | None,
         closers: Sequence[Callable[[], Awaitable[None]]],
+        warnings: Sequence[str] = (),
     ) -> None:
         self._engine = engine
         self.agent = agent
@@ -428,6 +432,7 @@ class Session:
         self._temporary = temporary
         self._workspace = workspace
         self._closers = tuple(closers)
+        self.warnings: tuple[str, ...] = tuple(warnings)
         self._closed = False
 
     @property
@@ -505,7 +510,7 @@ class Session:
         await trio.lowlevel.checkpoint()
         request = next_request(self._session, text)
         messages = request.messages if text is not None else request.messages[:-1]
-        return SessionContext(messages, request.tools, request.options)
+        return SessionContext(messages, request.tools, request.options, self.warnings)
 
     async def close(self) -> None:
         """Close the session (idempotent): end event streams, release the workspace,

@@ -17,6 +17,8 @@ class SessionContext:
     messages: tuple[Message, ...]
     tools: tuple[ToolDefinition, ...]
     options: GenerationOptions
+    #: Non-fatal problems integrations reported (e.g. plugin load warnings).
+    warnings: tuple[str, ...] = ()
 
     @property
     def system_prompt(self) -> str | None:

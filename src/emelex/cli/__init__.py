@@ -71,6 +71,10 @@ def _parser() -> argparse.ArgumentParser:
     supervise.add_argument("--interval", type=float, default=0.5)
     supervise.add_argument("--startup-timeout", type=float, default=30.0)
     supervise.add_argument("program", nargs=argparse.REMAINDER)
+
+    from emelex.cli._agents import add_agents_parser
+
+    add_agents_parser(commands)
     return parser
 
 
@@ -96,6 +100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from emelex.cli._sessions import sessions_command
 
             return trio.run(sessions_command, args)
+        if args.command == "agents":
+            from emelex.cli._agents import agents_command
+
+            return agents_command(args)
         from emelex.cli._supervise import supervise_command
 
         return trio.run(supervise_command, args)
