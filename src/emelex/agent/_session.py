@@ -12,7 +12,7 @@ from emelex._ids import new_id
 from emelex.agent._approval import ApprovalContext, ApprovalDecision, ApprovalPolicy, Approve, Deny
 from emelex.agent._authority import AgentAuthoritySnapshot
 from emelex.agent._builder import check_options_capabilities
-from emelex.agent._ceilings import ResourceCeilings, measure_messages
+from emelex.agent._ceilings import RequestSize, ResourceCeilings, measure_messages
 from emelex.agent._errors import (
     AgentError,
     ApprovalFailed,
@@ -360,7 +360,7 @@ class AgentSession:
             supervisor.close_actor(session_node)
             self._busy = False
         if result is not None and sink.failure is None and error is None:
-            self._commit(result.messages)
+            self._commit(result.messages, core.size)
             return result
         raise self._failure(core, sink, cancellation, error, fallible)
 
@@ -482,11 +482,15 @@ class AgentSession:
         return _as_output(entry.definition.name, await entry.tool.invoke(invocation), None)
 
     # -- endings --------------------------------------------------------------------------
-    def _commit(self, messages: Sequence[Message]) -> None:
+    def _commit(self, messages: Sequence[Message], size: RequestSize | None = None) -> None:
+        """Append a committed batch; ``size`` is the history's new total when the turn core
+        already measured it (a whole committed turn), so nothing is measured twice."""
         if not messages:
             return
         self._history = self._history + tuple(messages)
-        self._history_size = self._history_size + measure_messages(messages)
+        self._history_size = (
+            size if size is not None else self._history_size + measure_messages(messages)
+        )
         self._history_tools = self._history_tools | referenced_tools(messages)
         self.turns_committed += 1
 
