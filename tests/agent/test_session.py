@@ -478,3 +478,13 @@ async def test_cancellation_already_fired_cancels_at_once(make_builder: Make) ->
             await session.run_turn("x", cancellation, events.append)
     assert isinstance(events[0], TurnStarted)
     assert isinstance(events[-1], TurnFailed)
+
+
+async def test_committed_size_matches_a_fresh_measurement(make_builder: Make) -> None:
+    from emelex.agent._ceilings import measure_messages
+
+    model = ScriptedModel([[Call("t", {"a": 1})], [Think("r"), Say("done")], [Say("again")]])
+    with make_builder(model).tool(ScriptedTool("t")).build() as session:
+        await session.run_turn("one")
+        await session.run_turn("two")
+        assert session._history_size == measure_messages(session.history)
