@@ -398,6 +398,27 @@ class LoadedModel:
             raise
         return chain
 
+    def greedy_sampler(self) -> Callable[[Any], int] | None:
+        """Greedy sampling straight from the logits, or None without numpy.
+
+        llama.cpp's sampler first copies the logits into a candidate array (3 MB for a
+        262k-token vocabulary); an argmax over the logits themselves picks the same
+        token (the first of equal maxima, as llama.cpp's greedy sampler does) in a
+        fraction of the time.
+        """
+        try:
+            import numpy  # a llama-cpp-python dependency, but optional here
+        except ImportError:  # pragma: no cover
+            return None
+        lib = _lib()
+        get_logits, as_array = lib.llama_get_logits_ith, numpy.ctypeslib.as_array
+        shape = (int(lib.llama_vocab_n_tokens(self.vocab)),)
+
+        def argmax(context: Any) -> int:
+            return int(as_array(get_logits(context, -1), shape=shape).argmax())
+
+        return argmax
+
     def _grammar(self, grammar: ToolGrammar) -> Any:
         lib = _lib()
         text = grammar.text.encode("utf-8")
@@ -594,6 +615,15 @@ def _generate(
         lib.llama_sampler_free(chain)
 
 
+def _chain_sampler(chain: Any) -> Callable[[Any], int]:
+    sample_with_chain = _lib().llama_sampler_sample
+
+    def sample(context: Any) -> int:
+        return int(sample_with_chain(chain, context, -1))
+
+    return sample
+
+
 def _sample(
     job: WorkerJob[LoadedModel, GenerationReport],
     model: LoadedModel,
@@ -617,7 +647,10 @@ def _sample(
     position = len(model.cached)
     finish: FinishKind = "length"
     aborted_in_decode = stopped = False
-    emit, sample, is_end, piece = job.emit, lib.llama_sampler_sample, model.is_end, model.piece
+    emit, is_end, piece = job.emit, model.is_end, model.piece
+    sample = _chain_sampler(chain)
+    if plan.grammar is None and plan.sampling.temperature <= 0:
+        sample = model.greedy_sampler() or sample
     # Single-token decodes reuse slot 0 of the batch: only token and position change.
     batch = model.batch
     token_slot, position_slot = batch.token, batch.pos
@@ -628,7 +661,7 @@ def _sample(
         if flag.is_set or job.aborted:
             finish = "cancelled"
             break
-        token = sample(chain, context, -1)
+        token = sample(context)
         if is_end(token):
             finish = "stop"
             break
