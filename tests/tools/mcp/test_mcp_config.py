@@ -13,7 +13,7 @@ import pytest
 from emelex import EmelexError
 from emelex.tools.mcp import (
     HttpTransport,
-    InvalidMcpServer,
+    InvalidMcpConfig,
     McpError,
     McpServer,
     StdioTransport,
@@ -76,7 +76,7 @@ def test_identity_changes_with_configuration_but_not_with_secret_values() -> Non
     ],
 )
 def test_http_url_is_validated(url: str, problem: str) -> None:
-    with pytest.raises(InvalidMcpServer, match=problem):
+    with pytest.raises(InvalidMcpConfig, match=problem):
         McpServer.http("s", url)
 
 
@@ -93,20 +93,20 @@ def test_http_url_is_validated(url: str, problem: str) -> None:
 def test_headers_are_validated_without_echoing_values(
     headers: dict[str, str], problem: str
 ) -> None:
-    with pytest.raises(InvalidMcpServer, match=problem) as caught:
+    with pytest.raises(InvalidMcpConfig, match=problem) as caught:
         McpServer.http("s", "https://example.com/mcp", headers=headers)
     assert "Injected" not in str(caught.value)
     assert "caf" not in str(caught.value)
 
 
 def test_duplicate_headers_differing_in_case_are_refused() -> None:
-    with pytest.raises(InvalidMcpServer, match="given twice"):
+    with pytest.raises(InvalidMcpConfig, match="given twice"):
         HttpTransport("https://h/mcp", [("X-A", "1"), ("x-a", "2")])
 
 
 @pytest.mark.parametrize("name", ["", "-lead", "has space", "a" * 33, "dots.no", "ünï"])
 def test_server_names_are_validated(name: str) -> None:
-    with pytest.raises(InvalidMcpServer, match="server name"):
+    with pytest.raises(InvalidMcpConfig, match="server name"):
         McpServer.http(name, "https://example.com/mcp")
 
 
@@ -122,19 +122,19 @@ def test_stdio_config_validates_command_args_env_and_cwd(tmp_path: os.PathLike[s
     assert "'API_KEY': '<redacted>'" in repr(server)
     assert "hidden-value" not in str(server.authority_identity())
     assert McpServer.stdio("bare", "python3").transport.describe() == "python3"
-    with pytest.raises(InvalidMcpServer, match="absolute path or a bare name"):
+    with pytest.raises(InvalidMcpConfig, match="absolute path or a bare name"):
         McpServer.stdio("s", "bin/server")
-    with pytest.raises(InvalidMcpServer, match="must not be empty"):
+    with pytest.raises(InvalidMcpConfig, match="must not be empty"):
         McpServer.stdio("s", "")
-    with pytest.raises(InvalidMcpServer, match="NUL"):
+    with pytest.raises(InvalidMcpConfig, match="NUL"):
         McpServer.stdio("s", sys.executable, ["a\x00b"])
-    with pytest.raises(InvalidMcpServer, match="not one string"):
+    with pytest.raises(InvalidMcpConfig, match="not one string"):
         McpServer.stdio("s", sys.executable, "-v")
-    with pytest.raises(InvalidMcpServer, match="environment variable name"):
+    with pytest.raises(InvalidMcpConfig, match="environment variable name"):
         McpServer.stdio("s", sys.executable, env={"BAD-NAME": "x"})
-    with pytest.raises(InvalidMcpServer, match="cwd must be an absolute path"):
+    with pytest.raises(InvalidMcpConfig, match="cwd must be an absolute path"):
         McpServer.stdio("s", sys.executable, cwd="relative/dir")
-    with pytest.raises(InvalidMcpServer, match="stderr"):
+    with pytest.raises(InvalidMcpConfig, match="stderr"):
         McpServer.stdio("s", sys.executable, stderr="file")  # type: ignore[arg-type]
 
 
@@ -154,12 +154,12 @@ def test_stdio_config_validates_command_args_env_and_cwd(tmp_path: os.PathLike[s
     ],
 )
 def test_options_are_validated(option: str, value: Any) -> None:
-    with pytest.raises(InvalidMcpServer, match=option):
+    with pytest.raises(InvalidMcpConfig, match=option):
         McpServer.http("s", "https://example.com/mcp", **{option: value})
 
 
 def test_errors_belong_to_the_emelex_tree() -> None:
-    error = InvalidMcpServer("x")
+    error = InvalidMcpConfig("x")
     assert isinstance(error, McpError)
     assert isinstance(error, EmelexError)
 

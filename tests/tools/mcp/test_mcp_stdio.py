@@ -29,6 +29,7 @@ from emelex.tools.mcp import (
     McpTimeout,
     McpToolNotFound,
     open_mcp_connection,
+    start_mcp_connection,
 )
 from emelex.tools.mcp import _sdk as sdk_module
 from tests.tools.mcp.conftest import (
@@ -448,3 +449,24 @@ async def test_closing_does_not_wait_for_busy_slots_or_queued_calls() -> None:
             # Leaving the block released both callers at once.
     assert sorted(outcomes) == ["block closed", "pid closed"]
     assert_no_actors()
+
+
+async def test_started_connection_lives_in_a_given_nursery_and_closes_from_any_task(
+    stdio: McpServer,
+) -> None:
+    with trio.fail_after(TEST_TIMEOUT):
+        async with open_supervisor("service") as supervisor:
+            connection = await start_mcp_connection(supervisor.actors, stdio)
+            server_pid = await pid_of(connection)
+            [actor] = supervisor.snapshot().find(ACTOR_KIND)
+            assert actor.parent is None
+
+            async with trio.open_nursery() as nursery:
+                # Another task closes it: the actor's own task still does the closing.
+                nursery.start_soon(connection.aclose)
+            assert connection.closed
+            await connection.aclose()  # idempotent
+            assert supervisor.snapshot().roots == ()
+            assert server_pid not in child_pids()
+            with pytest.raises(McpServerClosed):
+                await connection.call_tool("echo", {"text": "late"})

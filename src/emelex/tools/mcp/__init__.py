@@ -27,9 +27,10 @@ from emelex.tools.mcp._connection import (
     McpConnection,
     McpServerInfo,
     open_mcp_connection,
+    start_mcp_connection,
 )
 from emelex.tools.mcp._errors import (
-    InvalidMcpServer,
+    InvalidMcpConfig,
     McpConnectionFailed,
     McpError,
     McpProtocolError,
@@ -48,7 +49,7 @@ __all__ = [
     "DEFAULT_MAX_TOOLS",
     "DEFAULT_SHUTDOWN_TIMEOUT",
     "HttpTransport",
-    "InvalidMcpServer",
+    "InvalidMcpConfig",
     "McpConnection",
     "McpConnectionFailed",
     "McpError",
@@ -63,4 +64,5 @@ __all__ = [
     "StdioTransport",
     "Transport",
     "open_mcp_connection",
+    "start_mcp_connection",
 ]

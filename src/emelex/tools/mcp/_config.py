@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from emelex.tools.mcp._errors import InvalidMcpServer
+from emelex.tools.mcp._errors import InvalidMcpConfig
 
 #: Server names: what tool names are prefixed with (``<server>__<tool>``).
 _SERVER_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
@@ -56,8 +56,8 @@ DEFAULT_MAX_CONCURRENT_CALLS: Final = 8
 StderrMode: TypeAlias = Literal["inherit", "discard"]
 
 
-def _refuse(message: str) -> InvalidMcpServer:
-    return InvalidMcpServer(message)
+def _refuse(message: str) -> InvalidMcpConfig:
+    return InvalidMcpConfig(message)
 
 
 def _no_nul(what: str, value: object) -> str:

@@ -131,6 +131,7 @@ class McpConnection:
         self._failure: McpError | None = None
         self._closing = False
         self._serving: trio.CancelScope | None = None
+        self._ended = trio.Event()
         self.server_info = McpServerInfo("", "", "", None)
 
     # -- public ----------------------------------------------------------------------
@@ -179,6 +180,16 @@ class McpConnection:
         if isinstance(call_timeout, _ServerDefault):
             call_timeout = self.server.call_timeout
         return await self._call(name, arguments or {}, None, call_timeout)
+
+    async def aclose(self) -> None:
+        """Close the connection and wait until its actor has ended (idempotent; any task).
+
+        Running calls end with :class:`McpServerClosed`; the actor closes the session and
+        transport within ``shutdown_timeout``. Needed only for connections started with
+        :func:`start_mcp_connection`; :func:`open_mcp_connection` closes on exit.
+        """
+        self._request_close()
+        await self._ended.wait()
 
     async def ping(self) -> None:
         """Round-trip a ``ping`` through the connection (bounded by ``call_timeout``)."""
@@ -325,25 +336,37 @@ async def open_mcp_connection(server: McpServer) -> AsyncIterator[McpConnection]
     Enter and exit the block in one task (it holds a nursery); use the connection and its
     tools from any task inside it. Errors of the block propagate unwrapped.
     """
-    if not isinstance(server, McpServer):
-        raise TypeError(f"expected an McpServer, got {type(server).__name__}")
-    sdk = _load_sdk(server)
-    supervisor = Supervisor.current()
     async with open_unwrapping_nursery() as nursery:
-        actors = ActorNursery(supervisor, current_actor(), nursery)
-        handle = await actors.start(
-            _connection_actor,
-            server,
-            sdk,
-            kind=ACTOR_KIND,
-            name=server.name,
-            mailbox=server.mailbox,
-        )
-        connection: McpConnection = handle.value
+        actors = ActorNursery(Supervisor.current(), current_actor(), nursery)
+        connection = await start_mcp_connection(actors, server)
         try:
             yield connection
         finally:
             connection._request_close()
+
+
+async def start_mcp_connection(actors: ActorNursery, server: McpServer) -> McpConnection:
+    """Start a connection actor for ``server`` in ``actors`` and return once it is ready.
+
+    For owners whose open and close are separate calls (an engine integration, a
+    long-lived service): the actor lives in the given actor nursery (for example
+    ``supervisor.actors`` inside :func:`open_supervisor`) and ends after
+    :meth:`McpConnection.aclose`, or when that nursery is cancelled. Same handshake and
+    errors as :func:`open_mcp_connection`.
+    """
+    if not isinstance(server, McpServer):
+        raise TypeError(f"expected an McpServer, got {type(server).__name__}")
+    sdk = _load_sdk(server)
+    handle = await actors.start(
+        _connection_actor,
+        server,
+        sdk,
+        kind=ACTOR_KIND,
+        name=server.name,
+        mailbox=server.mailbox,
+    )
+    connection: McpConnection = handle.value
+    return connection
 
 
 async def _connection_actor(ctx: ActorContext, server: McpServer, sdk: ModuleType) -> None:
@@ -396,6 +419,7 @@ async def _connection_actor(ctx: ActorContext, server: McpServer, sdk: ModuleTyp
             connection._fail(error)
     finally:
         _drain(connection, ctx.mailbox)
+        connection._ended.set()
 
 
 def _ready(connection: McpConnection, init: Any, listed: list[Any], notes: list[str]) -> None:

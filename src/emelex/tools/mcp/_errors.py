@@ -14,7 +14,7 @@ class McpError(EmelexError):
         super().__init__(message if server is None else f"MCP server {server!r}: {message}")
 
 
-class InvalidMcpServer(McpError):
+class InvalidMcpConfig(McpError):
     """An :class:`McpServer` configuration was refused (name, URL, headers, command, ...)."""
 
 
