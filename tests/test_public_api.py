@@ -84,6 +84,24 @@ EXPECTED = {
         "WorkspacePolicy",
         "tool",
     },
+    "emelex.tools.mcp": {
+        "HttpTransport",
+        "InvalidMcpConfig",
+        "McpConnection",
+        "McpConnectionFailed",
+        "McpError",
+        "McpProtocolError",
+        "McpServer",
+        "McpServerClosed",
+        "McpServerInfo",
+        "McpTimeout",
+        "McpTool",
+        "McpToolNotFound",
+        "McpUnavailable",
+        "StdioTransport",
+        "open_mcp_connection",
+        "start_mcp_connection",
+    },
     "emelex.tools": {"AgentTool", "FunctionTool", "ToolCallContext", "ToolError", "tool"},
     "emelex.runtime": {
         "ActorInfo",
@@ -190,7 +208,7 @@ def test_top_level_facade_is_exact() -> None:
 
 def test_error_tree_is_rooted() -> None:
     from emelex import agent, app, model, runtime
-    from emelex.tools import workspace
+    from emelex.tools import mcp, workspace
 
     for error in (
         agent.AgentError,
@@ -198,6 +216,7 @@ def test_error_tree_is_rooted() -> None:
         model.ModelError,
         runtime.ActorError,
         workspace.WorkspaceError,
+        mcp.McpError,
         emelex.LimitExceeded,
         emelex.SerializationError,
     ):

@@ -17,8 +17,22 @@ from emelex.tools._protocol import (
     ToolOutput,
 )
 from emelex.tools._settings import BuiltinSettings
+from emelex.tools.mcp import (
+    McpConnection,
+    McpError,
+    McpServer,
+    McpTool,
+    open_mcp_connection,
+    start_mcp_connection,
+)
 
 __all__ = [
+    "McpConnection",
+    "McpError",
+    "McpServer",
+    "McpTool",
+    "open_mcp_connection",
+    "start_mcp_connection",
     "ArgumentConversionError",
     "FunctionTool",
     "InvalidToolFunction",
