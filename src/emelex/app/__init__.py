@@ -66,6 +66,7 @@ from emelex.app._errors import (
 from emelex.app._events import DEFAULT_EVENT_BUFFER, EventStream
 from emelex.app._harness import Harness
 from emelex.app._inspect import SessionContext
+from emelex.app._mcp import McpIntegration
 from emelex.app._package import (
     Change,
     InvalidPackage,
@@ -139,6 +140,7 @@ __all__ = [
     "validate_package",
     # plugins
     "LoadedPlugin",
+    "McpIntegration",
     "PluginIntegration",
     "PluginRegistry",
     "PluginWarning",
