@@ -453,17 +453,21 @@ class LlamaStream:
             except StopAsyncIteration:
                 self._drained = True
                 continue
-            self._next_batch_at = trio.current_time() + self._batch_interval
-            self._absorb(batch)
+            if self._absorb(batch):  # token batches only: progress never delays a token
+                self._next_batch_at = trio.current_time() + self._batch_interval
         return self._ready.popleft()
 
-    def _absorb(self, batch: Sequence[Any]) -> None:
+    def _absorb(self, batch: Sequence[Any]) -> bool:
+        """Turn worker items into events; True when the batch held generated text."""
         ready, feed = self._ready, self._parser.feed
+        text = False
         for item in batch:
             if isinstance(item, str):
                 ready.extend(feed(item))
+                text = True
             elif isinstance(item, PromptProgress):
                 ready.append(Progress("prompt", item.completed, item.total))
+        return text
 
     async def _complete(self) -> None:
         self._done = True
