@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from emelex._ids import new_id
-from emelex.agent import AgentSession, TurnCore
+from emelex.agent import AgentSession
 from emelex.model import GenerationOptions, GenerationRequest, Message, TextPart, ToolDefinition
 
 
@@ -33,33 +32,9 @@ class SessionContext:
 
 
 def next_request(session: AgentSession, text: str | None) -> GenerationRequest:
-    """The first request of a turn on ``session`` for user ``text``, built by
-    :meth:`TurnCore.begin_round` from the session's committed state (history, tool
-    table, enabled and history-referenced tools, reasoning stripping, merged options,
-    ceilings): the same path a turn takes, so nothing is assembled twice.
-
-    Local helper until ``AgentSession`` offers a public ``next_request(text)``; it reads
-    the session's private state and has no side effects (no events, no history).
-    """
-    public = getattr(session, "next_request", None)
-    if callable(public):  # AgentSession.next_request, once the harness offers it
-        request = public(text)
-        assert isinstance(request, GenerationRequest)
-        return request
-    core = TurnCore(
-        turn_id=new_id(),
-        user_message=Message("user", text if text is not None else ""),
-        history=session._history,
-        history_size=session._history_size,
-        tools=session._table,
-        enabled=session._enabled,
-        history_tools=session._history_tools,
-        strip_reasoning=session._strip,
-        options=session._merged_options(None),
-        ceilings=session._ceilings,
-    )
-    request, _events = core.begin_round()
-    return request
+    """The first request of a turn on ``session`` for user ``text``: built by the same
+    path a turn takes (:meth:`AgentSession.next_request`), with no side effects."""
+    return session.next_request(text)
 
 
 __all__ = ["SessionContext", "next_request"]
