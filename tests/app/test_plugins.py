@@ -195,15 +195,9 @@ async def test_without_the_integration_plugins_are_missing(tmp_path: Path) -> No
             await engine.create(agent).start()
 
 
-async def test_warnings_reach_the_session_context_when_it_has_the_field() -> None:
-    import attrs
-
-    from emelex.app import SessionContext
-
-    if "warnings" not in attrs.fields_dict(SessionContext):
-        pytest.skip("SessionContext has no warnings field yet")
+async def test_warnings_reach_the_session_context() -> None:
     agent = agent_with(FIXTURES / "greeter")
     async with Engine(integrations=[PluginIntegration(warnings_in_prompt=False)]) as engine:
         context = await engine.create(agent).inspect()
-        [warning] = context.warnings  # type: ignore[attr-defined,unused-ignore]
+        [warning] = context.warnings
         assert "DeprecationWarning" in warning

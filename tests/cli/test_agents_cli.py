@@ -120,16 +120,6 @@ def test_the_parser_helper(capsys: pytest.CaptureFixture[str]) -> None:
     assert json.loads(capsys.readouterr().out) == {str(ACTORS / "writer"): []}
 
 
-def _wired() -> bool:
-    from emelex.cli import _parser
-
-    for action in _parser()._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return "agents" in action.choices
-    return False
-
-
-@pytest.mark.skipif(not _wired(), reason="the agents subcommand is not wired into emelex yet")
 def test_the_real_command(tmp_path: Path) -> None:
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
