@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from contextlib import AbstractAsyncContextManager
+from types import TracebackType
 from typing import Any
 
 import attrs
@@ -47,6 +49,53 @@ class Client:
         from emelex.model.openai import OpenAIModel
 
         return cls(OpenAIModel(base_url, model, api_key=api_key, **options))
+
+    @classmethod
+    def llama(
+        cls,
+        model_path: str | os.PathLike[str],
+        *,
+        chat_template: str | os.PathLike[str] | None = None,
+        n_ctx: int | None = None,
+        n_threads: int | None = None,
+        **more: Any,
+    ) -> Client:
+        """A client for a GGUF model run in-process by llama.cpp (extra ``local``).
+
+        Reads the file's metadata and probes its chat template now; no weights are
+        loaded until ``async with client:``. ``chat_template`` overrides the embedded
+        template (Jinja text, or an ``os.PathLike`` naming a file). ``more`` goes to
+        :class:`emelex.model.llama.LlamaModel`, which documents the options and the
+        errors raised (``ModelLoadError``, ``ChatTemplateMissing``, ...).
+        """
+        from emelex.model.llama import LlamaModel
+
+        return cls(
+            LlamaModel(
+                model_path, chat_template=chat_template, n_ctx=n_ctx, n_threads=n_threads, **more
+            )
+        )
+
+    async def __aenter__(self) -> Client:
+        """Open the wrapped model when it has a lifetime (the native backend loads its
+        weights on a dedicated worker thread); otherwise do nothing. Checkpoints and
+        raises as the model's own ``__aenter__`` does."""
+        enter = getattr(self.model, "__aenter__", None)
+        if enter is not None:
+            await enter()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Close the wrapped model when it has a lifetime (for the native backend: stop
+        its generations and wait, shielded, until its worker thread has exited)."""
+        exit_ = getattr(self.model, "__aexit__", None)
+        if exit_ is not None:
+            await exit_(exc_type, exc, traceback)
 
     @property
     def capabilities(self) -> Capabilities:
