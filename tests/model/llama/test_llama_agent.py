@@ -96,3 +96,31 @@ async def test_random_cancellation_leaves_nothing_behind(tiny_model: Path, tmp_p
 async def _cancel_later(cancellation: AgentCancellation, delay: float) -> None:
     await trio.sleep(delay)
     cancellation.cancel()
+
+
+async def test_consumer_failure_waits_for_the_native_job(tiny_model: Path, tmp_path: Path) -> None:
+    from emelex.agent import AgentEvent, AnswerDelta, EventConsumerError
+
+    def fail_on_answer(event: AgentEvent) -> None:
+        if isinstance(event, AnswerDelta):
+            raise RuntimeError("consumer gave up")
+
+    client = Client.llama(tiny_model, n_ctx=2048, n_threads=1)
+    with trio.fail_after(120):
+        async with open_supervisor("llama-consumer") as supervisor, client:
+            builder = (
+                AgentSession.builder(client, tmp_path)
+                .include_file_tools(False)
+                .include_shell_tool(False)
+                .options(GenerationOptions(max_tokens=200, temperature=0.0))
+            )
+            with builder.build() as session:
+                with pytest.raises(EventConsumerError) as caught:
+                    await session.try_run_turn("say something", None, fail_on_answer)
+                assert caught.value.rolled_back
+                # The job has left the worker: nothing but the worker thread is registered.
+                kinds = [info.kind for info in supervisor.snapshot().walk()]
+                assert kinds == [ActorKind.WORKER_THREAD.value]
+                # The model is still usable for the next turn.
+                turn = await session.run_turn("again")
+                assert turn.response.usage.output_tokens > 0
