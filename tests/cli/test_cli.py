@@ -265,3 +265,25 @@ def test_bad_model_spec_is_a_configuration_error(tmp_path: Path) -> None:
     result = run("run", "--model", "nonsense:thing", "x", cwd=tmp_path)
     assert result.returncode == 3
     assert "unknown model spec" in result.stderr
+
+
+def test_run_an_agent_package(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    spec = script(
+        tmp_path,
+        [[{"call": "list_directory", "arguments": {"path": "."}}], [{"say": "Reviewed."}]],
+    )
+    result = run(
+        "run",
+        "--model",
+        spec,
+        str(root / "actors" / "repo-reviewer"),
+        "Review it.",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "Reviewed."
+    assert "→ tool list_directory" in result.stderr
+    assert "← result" in result.stderr
+    missing = run("run", "--model", spec, str(tmp_path / "nope"), "x", cwd=tmp_path)
+    assert missing.returncode == 3

@@ -51,7 +51,12 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run one agent turn")
     model_options(run)
     run.add_argument("--supervise", action="store_true", help="show the turn's actor tree")
-    run.add_argument("prompt")
+    run.add_argument(
+        "target",
+        nargs="+",
+        metavar="[AGENT_DIR] PROMPT",
+        help="an optional agent package directory (see actors/), then the prompt",
+    )
 
     chat = commands.add_parser("chat", help="a multi-turn session, stored turn by turn")
     model_options(chat)
@@ -80,6 +85,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "run":
+        if len(args.target) > 2:
+            print("emelex run: give [AGENT_DIR] PROMPT (quote the prompt)", file=sys.stderr)
+            return 2
+        args.agent_dir = args.target[0] if len(args.target) == 2 else None
+        args.prompt = args.target[-1]
     if getattr(args, "program", None) and args.program[:1] == ["--"]:
         args.program = args.program[1:]
     if args.command == "sessions" and args.action != "list" and not args.id:

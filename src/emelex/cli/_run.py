@@ -119,6 +119,46 @@ async def _one_turn(
     return EXIT_OK, turn
 
 
+async def _run_package(
+    args: argparse.Namespace, loaded: LoadedModel, policy: ApprovalPolicy
+) -> int:
+    """One turn of an agent package through the Engine (its preset, policy and skills),
+    events consumed concurrently from the session's bounded stream."""
+    from emelex.app import Engine, McpIntegration, PluginIntegration
+    from emelex.app._package import load_agent, package_harness, package_info
+
+    probe = load_agent(args.agent_dir)
+    info = package_info(probe)
+    binding = info.binding if info is not None else "default"
+    agent = load_agent(args.agent_dir, bindings={binding: loaded.client}, approver=policy)
+    consume = _consumer(args)
+    engine = Engine(integrations=[McpIntegration(), PluginIntegration()])
+    session = await engine.create(agent).harness(package_harness(agent)).start()
+    async with session:
+        cancellation = AgentCancellation()
+        interrupted: list[bool] = []
+        async with trio.open_nursery() as nursery:
+            stream = session.events()
+
+            async def pump() -> None:
+                async for event in stream:
+                    consume(event)
+
+            nursery.start_soon(pump)
+            await nursery.start(_watch_interrupts, cancellation, interrupted)
+            try:
+                await session.send_and_wait(args.prompt, cancellation=cancellation)
+            except TurnCancelled:
+                return EXIT_INTERRUPTED if interrupted else EXIT_TURN_FAILED
+            except AgentError as exc:
+                print(f"emelex: turn failed: {exc}", file=sys.stderr)
+                return EXIT_TURN_FAILED
+            finally:
+                stream.close()
+                nursery.cancel_scope.cancel()
+    return EXIT_OK
+
+
 async def run_command(args: argparse.Namespace) -> int:
     lines = StdinLines() if sys.stdin.isatty() and not args.json else None
     async with open_supervisor("emelex run"):
@@ -127,6 +167,17 @@ async def run_command(args: argparse.Namespace) -> int:
         async with open_model(args.model, base_url=args.base_url) as loaded:
             if not args.json:
                 print(f"\x1b[2mmodel: {loaded.description}\x1b[0m", file=sys.stderr)
+            if getattr(args, "agent_dir", None):
+                from emelex.app import AppError
+
+                try:
+                    if lines is not None:
+                        async with lines:
+                            return await _run_package(args, loaded, _policy(args, lines))
+                    return await _run_package(args, loaded, _policy(args, None))
+                except AppError as exc:
+                    print(f"emelex: cannot run the agent package: {exc}", file=sys.stderr)
+                    return EXIT_CONFIG
             try:
                 session = _builder(args, loaded, _policy(args, lines)).build()
             except AgentError as exc:
