@@ -430,12 +430,14 @@ async def test_pending_approval_is_cancelled(
 
 async def test_turn_actors_are_visible_then_gone(make_builder: Make) -> None:
     seen: list[list[str]] = []
+    states: list[list[str]] = []
 
     @attrs.define
     class Peek(ScriptedTool):
         async def invoke(self, invocation: ToolInvocation) -> ToolOutput:
             tree = Supervisor.current().snapshot()
             seen.append([info.kind for info in tree.walk()])
+            states.append([info.state.value for info in tree.walk()])
             return ToolOutput("ok")
 
     model = ScriptedModel([[Call("peek", {})], [Say("done")]])
@@ -444,6 +446,7 @@ async def test_turn_actors_are_visible_then_gone(make_builder: Make) -> None:
             await session.run_turn("x")
         assert len(supervisor.snapshot()) == 0
     assert seen == [["session", "turn", "tool"]]
+    assert states == [["running", "running", "running"]]
 
 
 async def test_one_turn_at_a_time_and_closed_session(make_builder: Make) -> None:
