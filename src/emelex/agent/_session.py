@@ -50,6 +50,7 @@ from emelex.runtime import (
     ActorContext,
     ActorKind,
     ActorNursery,
+    ActorState,
     AgentCancellation,
     CancellationPolicy,
     Supervisor,
@@ -339,6 +340,7 @@ class AgentSession:
         supervisor = Supervisor.current()
         self._busy = True
         session_node = supervisor.register(ActorKind.SESSION, f"session {self.session_id}", CURRENT)
+        session_node.state = ActorState.RUNNING
         result: AgentTurn | None = None
         error: BaseException | None = None
         try:
