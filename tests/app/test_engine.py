@@ -237,7 +237,8 @@ async def test_cancellation_reaches_the_turn() -> None:
     async with trio.open_nursery() as nursery:
 
         async def fire() -> None:
-            await trio.sleep(0.02)
+            # Fire once the turn is parked in the model's Wait: no timing guess.
+            await trio.testing.wait_all_tasks_blocked()
             cancellation.cancel()
 
         nursery.start_soon(fire)
