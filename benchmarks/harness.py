@@ -41,9 +41,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 import tracemalloc
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,12 @@ from emelex.agent import (
 )
 from emelex.model import ToolDefinition
 from emelex.testing import Call, Say, ScriptedModel, Step
+
+try:
+    from benchmarks._table import NONE, Row, Section, Table, format_text, met, number, ratio
+except ModuleNotFoundError:  # run as a script: python benchmarks/harness.py
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from benchmarks._table import NONE, Row, Section, Table, format_text, met, number, ratio
 
 HERE = Path(__file__).resolve().parent
 COMPETITORS = HERE / "_competitors"
@@ -585,6 +592,35 @@ def main(argv: list[str] | None = None) -> None:
     if settings.profile:
         profile_turns(settings.turns)
         return
+    report(measure(settings))
+
+
+def rows(quick: bool) -> list[Row]:
+    """The summary rows of a full (or ``--quick``) run, for ``python -m benchmarks``;
+    prints the script's own report on the way."""
+    measured = measure(parse_settings(["--quick"] if quick else []))
+    report(measured)
+    return summary_rows(measured)
+
+
+@dataclass
+class Measurements:
+    """Everything one run measured (see :func:`measure`)."""
+
+    settings: Settings
+    rebuilt: list[TurnTiming]
+    fresh: list[TurnTiming]
+    competitors: list[CompetitorResult]
+    missing: str | None
+    growth: dict[int, float]
+    emelex_rates: list[float]
+    channel_rates: dict[int, list[float]]
+    #: AgentCancellation, enclosing CancelScope, bare Trio, one session.
+    cancels: tuple[CancelLatency, CancelLatency, CancelLatency, CancelLatency]
+    memory: MemoryResult
+
+
+def measure(settings: Settings) -> Measurements:
     say(
         f"emelex {importlib.metadata.version('emelex')}, trio {trio.__version__}, "
         f"Python {platform.python_version()}, {os.cpu_count()} CPUs, "
@@ -626,7 +662,7 @@ def main(argv: list[str] | None = None) -> None:
         say(f"\n4. memory per idle session ({settings.memory_sessions:,} sessions)")
         memory = memory_per_session(workspace, settings.memory_sessions)
 
-    report(
+    return Measurements(
         settings,
         rebuilt,
         fresh,
@@ -640,23 +676,103 @@ def main(argv: list[str] | None = None) -> None:
     )
 
 
-def report(
-    settings: Settings,
-    rebuilt: list[TurnTiming],
-    fresh: list[TurnTiming],
-    competitors: list[CompetitorResult],
-    missing: str | None,
-    growth: dict[int, float],
-    emelex_rates: list[float],
-    channel_rates: dict[int, list[float]],
-    cancels: tuple[CancelLatency, CancelLatency, CancelLatency, CancelLatency],
-    memory: MemoryResult,
-) -> None:
+def summary_rows(measured: Measurements) -> list[Row]:
+    """The run's figures as table rows, each next to its anchor and goal."""
+    rebuilt_us = median_of([timing.median_us for timing in measured.rebuilt])
+    fresh_us = median_of([timing.median_us for timing in measured.fresh])
+    ran = [result for result in measured.competitors if result.rounds_us]
+    fastest = min(ran, key=lambda result: result.us_per_turn) if ran else None
+    rows: list[Row] = []
+    for label, value in (
+        (f"tool round µs/turn (session rebuilt every {TURNS_PER_SESSION} turns)", rebuilt_us),
+        ("tool round µs/turn (fresh session every turn)", fresh_us),
+    ):
+        if fastest is None:
+            failures = "; ".join(
+                f"{result.framework}: {result.error}"
+                for result in measured.competitors
+                if result.error
+            )
+            reason = measured.missing or f"every competitor failed ({failures})"
+            rows.append(Row.skipped(label, reason, goal="≤ 0.25x", emelex=number(value, 0)))
+            continue
+        others = ", ".join(
+            f"{result.framework} {result.version} {result.us_per_turn:,.0f} µs"
+            for result in sorted(ran, key=lambda result: result.us_per_turn)
+        )
+        failed = [result.framework for result in measured.competitors if result.error]
+        note = f"fastest of: {others}" + (f"; failed: {', '.join(failed)}" if failed else "")
+        rows.append(
+            Row(
+                label,
+                number(value, 0),
+                f"{fastest.framework} {fastest.us_per_turn:,.0f}",
+                ratio(value / fastest.us_per_turn, 3, "time"),
+                "≤ 0.25x",
+                met(value <= 0.25 * fastest.us_per_turn),
+                note,
+            )
+        )
+
+    channel_best = max(
+        measured.channel_rates, key=lambda buffer: median_of(measured.channel_rates[buffer])
+    )
+    emelex_rate = median_of(measured.emelex_rates)
+    channel_rate = median_of(measured.channel_rates[channel_best])
+    rows.append(
+        Row(
+            f"answer deltas/s through a turn ({measured.settings.deltas:,} deltas)",
+            number(emelex_rate, 0),
+            f"trio memory channel (buffer {channel_best}) {channel_rate:,.0f}",
+            ratio(emelex_rate / channel_rate, 2, "speed"),
+            "≥ 0.5x",
+            met(emelex_rate >= 0.5 * channel_rate),
+        )
+    )
+
+    agent, scope, bare, single = measured.cancels
+    bare_p99 = bare.summary()[1]
+    single_p50, single_p99, _ = single.summary()
+    sessions = measured.settings.cancel_sessions
+    for how, latency in (("AgentCancellation", agent), ("enclosing CancelScope", scope)):
+        p50, p99, _ = latency.summary()
+        rows.append(
+            Row(
+                f"cancel p99, {sessions} sessions with a tool in flight, by {how}",
+                f"{p99:.2f} ms",
+                f"{sessions} bare Trio tasks {bare_p99:.2f} ms",
+                ratio(p99 / bare_p99, 1, "time"),
+                "≤ 2 ms",
+                met(p99 <= 2.0),
+                f"p50 {p50:.2f} ms; one session alone: p50 {single_p50:.2f} ms, "
+                f"p99 {single_p99:.2f} ms",
+            )
+        )
+
+    memory = measured.memory
+    rows.append(
+        Row(
+            f"memory per idle session ({measured.settings.memory_sessions:,} sessions)",
+            f"{memory.kib_per_session:.1f} KiB",
+            NONE,
+            NONE,
+            "≤ 50 KiB",
+            met(memory.kib_per_session <= 50),
+        )
+    )
+    return rows
+
+
+def report(measured: Measurements) -> None:
+    settings, rebuilt, fresh = measured.settings, measured.rebuilt, measured.fresh
+    competitors, missing, growth = measured.competitors, measured.missing, measured.growth
+    channel_rates, memory = measured.channel_rates, measured.memory
+    agent, scope, bare, single = measured.cancels
     rebuilt_us = median_of([timing.median_us for timing in rebuilt])
     fresh_us = median_of([timing.median_us for timing in fresh])
     say("\nTool round, µs per turn (median of per-round medians; CPU = process time / turns)")
     say(f"  {'framework':<34} {'version':<9} {'median':>9} {'p90':>9} {'CPU':>9}")
-    rows: list[tuple[str, str, float, float, float]] = [
+    lines: list[tuple[str, str, float, float, float]] = [
         (
             f"emelex (session rebuilt every {TURNS_PER_SESSION})",
             importlib.metadata.version("emelex"),
@@ -674,7 +790,7 @@ def report(
     ]
     for result in competitors:
         if result.rounds_us:
-            rows.append(
+            lines.append(
                 (
                     result.framework,
                     result.version,
@@ -685,90 +801,17 @@ def report(
             )
         else:
             say(f"  {result.framework:<34} {result.error or missing or 'not run'}")
-    for name, version, median, p90, cpu in rows:
+    for name, version, median, p90, cpu in lines:
         say(f"  {name:<34} {version:<9} {median:>9.0f} {p90:>9.0f} {cpu:>9.0f}")
     say("  emelex in one long session, median µs per turn by history length at turn start:")
     say("    " + ", ".join(f"{size} msgs: {us:.0f}" for size, us in growth.items()))
 
-    measured = [result for result in competitors if result.rounds_us]
-    fastest = min(measured, key=lambda result: result.us_per_turn) if measured else None
-    channel_best = max(channel_rates, key=lambda buffer: median_of(channel_rates[buffer]))
-    agent, scope, bare, single = cancels
     agent_p50, agent_p99, agent_last = agent.summary()
     scope_p50, scope_p99, scope_last = scope.summary()
     bare_p50, bare_p99, bare_last = bare.summary()
-
     say("\nSummary")
-    header = f"  {'measure':<60} {'emelex':>12} {'anchor':>12} {'ratio':>7} {'goal':>9}  met"
-    say(header)
-    say("  " + "-" * (len(header) - 2))
-
-    def row(
-        measure: str,
-        value: float,
-        anchor: float | None,
-        goal: str,
-        met: Callable[[], bool],
-        relative: bool = False,
-    ) -> None:
-        """``relative``: the goal is a ratio to the anchor (unknown without one)."""
-        ratio_text = f"{value / anchor:.3f}x" if anchor else "n/a"
-        anchor_text = "n/a" if anchor is None else f"{anchor:,.1f}"
-        met_text = "?" if relative and anchor is None else ("yes" if met() else "NO")
-        say(
-            f"  {measure:<60} {value:>12,.1f} {anchor_text:>12} {ratio_text:>7} {goal:>9}  "
-            f"{met_text}"
-        )
-
-    anchor_us = fastest.us_per_turn if fastest else None
-    anchor_name = fastest.framework if fastest else "no competitor"
-    row(
-        f"tool round µs, rebuilt every {TURNS_PER_SESSION} vs {anchor_name}",
-        rebuilt_us,
-        anchor_us,
-        "<= 0.25x",
-        lambda: anchor_us is not None and rebuilt_us <= 0.25 * anchor_us,
-        relative=True,
-    )
-    row(
-        f"tool round µs, fresh session vs {anchor_name}",
-        fresh_us,
-        anchor_us,
-        "<= 0.25x",
-        lambda: anchor_us is not None and fresh_us <= 0.25 * anchor_us,
-        relative=True,
-    )
-    emelex_rate = median_of(emelex_rates)
-    channel_rate = median_of(channel_rates[channel_best])
-    row(
-        f"answer deltas/s vs trio channel (buffer {channel_best})",
-        emelex_rate,
-        channel_rate,
-        ">= 0.5x",
-        lambda: emelex_rate >= 0.5 * channel_rate,
-        relative=True,
-    )
-    row(
-        "cancel p99 ms, AgentCancellation vs bare trio",
-        agent_p99,
-        bare_p99,
-        "<= 2 ms",
-        lambda: agent_p99 <= 2.0,
-    )
-    row(
-        "cancel p99 ms, enclosing CancelScope vs bare",
-        scope_p99,
-        bare_p99,
-        "<= 2 ms",
-        lambda: scope_p99 <= 2.0,
-    )
-    row(
-        "memory KiB per idle session",
-        memory.kib_per_session,
-        None,
-        "<= 50 KiB",
-        lambda: memory.kib_per_session <= 50,
-    )
+    summary = format_text(Table((Section("harness", tuple(summary_rows(measured))),)))
+    say(textwrap.indent(summary.rstrip(), "  "))
 
     say("\nDetails")
     say(
