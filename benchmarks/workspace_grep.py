@@ -5,7 +5,7 @@ text), then times, in the same run, the workspace functions and the external too
 installed), checks that they agree on the number of matching lines / files, and prints
 the ratios. The goal for ``grep`` is at most 3x ``rg -j1``.
 
-    .venv/bin/python benchmarks/workspace_grep.py [--files 20000] [--repeat 3]
+    .venv/bin/python benchmarks/workspace_grep.py [--files 20000] [--repeat 3] [--quick]
 """
 
 from __future__ import annotations
@@ -16,12 +16,24 @@ import random
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from emelex.tools.workspace import Workspace, find_files, grep
+
+try:
+    from benchmarks._table import Row, met, ratio
+except ModuleNotFoundError:  # run as a script: python benchmarks/workspace_grep.py
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from benchmarks._table import Row, met, ratio
+
+GREP_GOAL = 3.0
+T = TypeVar("T")
+QUICK_FILES = 2_000
 
 WORDS = [
     "alpha",
@@ -57,10 +69,9 @@ def generate(root: Path, files: int) -> None:
         (directory / f"f{index:05d}{suffix}").write_text("\n".join(lines) + "\n")
 
 
-def timed(function: Callable[[], object], repeat: int) -> tuple[float, object]:
+def timed(function: Callable[[], T], repeat: int) -> tuple[float, T]:
     samples = []
-    outcome: object = None
-    for _ in range(repeat):
+    for _ in range(max(1, repeat)):
         started = time.perf_counter()
         outcome = function()
         samples.append(time.perf_counter() - started)
@@ -72,21 +83,37 @@ def external(argv: list[str], cwd: Path) -> int:
     return out.count(b"\n")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--files", type=int, default=20_000)
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+def measure(files: int, repeat: int) -> list[Row]:
+    """Time everything on a generated tree of ``files`` files, print the figures as they
+    come, and return them as rows (ratios are emelex time / tool time)."""
     rg = shutil.which("rg")
     find = shutil.which("find")
+    out: list[Row] = []
+
+    def compared(
+        measure: str, ours: float, ours_count: int, tool: str, theirs: float, count: int, goal: bool
+    ) -> Row:
+        times = ours / theirs
+        note = "" if count == ours_count else f"counts differ: emelex {ours_count}, {tool} {count}"
+        return Row(
+            measure,
+            f"{ours * 1000:,.0f} ms",
+            f"{tool} {theirs * 1000:,.0f} ms",
+            ratio(times, 2, "time"),
+            f"≤ {GREP_GOAL:g}x" if goal else "—",
+            met(times <= GREP_GOAL) if goal else "n/a",
+            note,
+        )
+
     with tempfile.TemporaryDirectory() as temp:
         root = Path(temp)
-        generate(root, args.files)
+        generate(root, files)
         with Workspace.open(root) as ws:
             for label, pattern, literal in (
                 ("literal, rare", "RARE_NEEDLE", True),
                 ("regex, common", r"def \w+_handler\(", False),
             ):
+                measure = f"grep, {files:,} files, {label} (median of {repeat})"
                 search = functools.partial(
                     grep,
                     ws,
@@ -95,43 +122,77 @@ def main() -> None:
                     max_matches=100_000,
                     max_bytes=64 * 1024 * 1024,
                 )
-                ours, result = timed(search, args.repeat)
+                ours, result = timed(search, repeat)
                 count = getattr(result, "match_count", 0)
                 print(f"grep [{label}]: emelex {ours * 1000:.0f} ms, {count} matching lines")
                 if rg is None:
                     print("  skipped: rg not installed")
+                    out.append(Row.skipped(measure, "rg not installed", f"≤ {GREP_GOAL:g}x"))
                     continue
                 flags = ["-F"] if literal else []
                 argv = [rg, "-j1", "-n", *flags, "-e", pattern, "."]
-                theirs, rg_count = timed(functools.partial(external, argv, root), args.repeat)
+                theirs, rg_count = timed(functools.partial(external, argv, root), repeat)
                 print(
                     f"  rg -j1 {float(theirs) * 1000:.0f} ms, {rg_count} lines;"
                     f" ratio emelex/rg = {ours / float(theirs):.2f}"
                 )
+                out.append(compared(measure, ours, count, "rg -j1", theirs, rg_count, True))
 
-            ours, found = timed(
-                lambda: find_files(ws, "**/*.py", max_results=1_000_000), args.repeat
-            )
+            ours, found = timed(lambda: find_files(ws, "**/*.py", max_results=1_000_000), repeat)
             matches = len(getattr(found, "matches", ()))
             print(f"find_files **/*.py: emelex {ours * 1000:.0f} ms, {matches} files")
-            if find is not None:
+            measure = f"find_files **/*.py, {files:,} files (median of {repeat})"
+            if find is None:
+                out.append(Row.skipped(f"{measure} vs find", "find not installed"))
+            else:
                 theirs, count = timed(
-                    lambda: external([find, ".", "-type", "f", "-name", "*.py"], root), args.repeat
+                    lambda: external([find, ".", "-type", "f", "-name", "*.py"], root), repeat
                 )
                 print(
                     f"  find {theirs * 1000:.0f} ms, {count} files;"
                     f" ratio emelex/find = {ours / theirs:.2f}"
                 )
+                out.append(
+                    compared(f"{measure} vs find", ours, matches, "find", theirs, count, False)
+                )
             if rg is None:
                 print("  skipped: rg not installed")
+                out.append(Row.skipped(f"{measure} vs rg --files", "rg not installed"))
             else:
                 theirs, count = timed(
-                    lambda: external([rg, "-j1", "--files", "-g", "*.py"], root), args.repeat
+                    lambda: external([rg, "-j1", "--files", "-g", "*.py"], root), repeat
                 )
                 print(
                     f"  rg --files {theirs * 1000:.0f} ms, {count} files;"
                     f" ratio emelex/rg = {ours / theirs:.2f}"
                 )
+                out.append(
+                    compared(
+                        f"{measure} vs rg --files",
+                        ours,
+                        matches,
+                        "rg -j1 --files",
+                        theirs,
+                        count,
+                        False,
+                    )
+                )
+    return out
+
+
+def rows(quick: bool) -> list[Row]:
+    return measure(QUICK_FILES if quick else 20_000, 1 if quick else 3)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--files", type=int, default=20_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_FILES:,} files, one run")
+    args = parser.parse_args()
+    if args.quick:
+        args.files, args.repeat = QUICK_FILES, 1
+    measure(args.files, args.repeat)
 
 
 if __name__ == "__main__":
