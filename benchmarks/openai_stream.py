@@ -2,18 +2,22 @@
 httpx reader of the same stream (``aiter_lines`` + ``json.loads``), plus the pure
 parse cost (SSE parser + chunk assembler, no I/O).
 
-Run by hand: ``python benchmarks/openai_stream.py`` (needs ``hypercorn``). The server is
+Run by hand: ``python benchmarks/openai_stream.py [--quick]`` (needs ``hypercorn``, a
+dev dependency). The server is
 hypercorn under Trio on loopback in the same process, so both readers share the CPU with
 it; read the ratios, not the absolute times.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,8 +28,15 @@ from hypercorn.trio import serve
 from emelex.model import Completed, GenerationRequest, Message
 from emelex.model.openai import ChunkAssembler, OpenAIModel, SSEParser
 
+try:
+    from benchmarks._table import Row, ratio
+except ModuleNotFoundError:  # run as a script: python benchmarks/openai_stream.py
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from benchmarks._table import Row, ratio
+
 CHUNKS = 4_000
 REPEATS = 5
+QUICK_REPEATS = 2
 
 
 def _chunk(index: int) -> bytes:
@@ -114,19 +125,43 @@ def parse_only() -> float:
     return time.perf_counter() - start
 
 
-def median(fn: Callable[[], float]) -> float:
-    return statistics.median(fn() for _ in range(REPEATS))
+def median(fn: Callable[[], float], repeats: int) -> float:
+    return statistics.median(fn() for _ in range(repeats))
 
 
-def main() -> None:
-    bare = median(lambda: trio.run(with_server, bare_httpx))
-    ours = median(lambda: trio.run(with_server, emelex_stream))
-    parse = median(parse_only)
+def measure(repeats: int) -> tuple[float, float, float]:
+    """(bare httpx, OpenAIModel, parse only) seconds, medians of ``repeats``; prints them."""
+    bare = median(lambda: trio.run(with_server, bare_httpx), repeats)
+    ours = median(lambda: trio.run(with_server, emelex_stream), repeats)
+    parse = median(parse_only, repeats)
     print(f"{CHUNKS} chunks, {len(STREAM) / 1e6:.2f} MB, {len(PIECES)} body pieces")
     print(f"bare httpx lines+json : {bare * 1e3:8.1f} ms  {CHUNKS / bare:10.0f} chunks/s")
     print(f"OpenAIModel stream    : {ours * 1e3:8.1f} ms  {CHUNKS / ours:10.0f} chunks/s")
     print(f"  ratio (ours / bare) : {ours / bare:8.2f}")
     print(f"parse only (no I/O)   : {parse * 1e3:8.1f} ms  {CHUNKS / parse:10.0f} chunks/s")
+    return bare, ours, parse
+
+
+def rows(quick: bool) -> list[Row]:
+    repeats = QUICK_REPEATS if quick else REPEATS
+    bare, ours, parse = measure(repeats)
+    return [
+        Row(
+            f"{CHUNKS:,} SSE chunks from a loopback server, ms (median of {repeats})",
+            f"{ours * 1e3:,.1f} ms",
+            f"bare httpx aiter_lines + json.loads {bare * 1e3:,.1f} ms",
+            ratio(ours / bare, 2, "time"),
+            note=f"OpenAIModel's own parsing (SSE parser + chunk assembler, no I/O): "
+            f"{parse * 1e3:,.1f} ms",
+        )
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_REPEATS} repeats")
+    args = parser.parse_args()
+    measure(QUICK_REPEATS if args.quick else REPEATS)
 
 
 if __name__ == "__main__":
