@@ -8,11 +8,13 @@ import pytest
 
 from emelex.app import (
     ApproverRequired,
+    ContextBudget,
     Engine,
     FunctionTool,
     Harness,
     NameCollision,
     ShellNotAllowed,
+    UsageBudget,
     WorkspacePolicy,
     tool,
 )
@@ -21,6 +23,7 @@ from emelex.testing import ApproveAll, Call, Say, ScriptedModel
 from .helpers import builder, outputs, run_collecting
 
 READ_TOOLS = ("read_file", "list_directory", "find_files", "grep")
+WORKER_TOOLS = ("update_tasks", "read_tasks", "check_budget")
 
 
 @tool
@@ -32,10 +35,21 @@ async def add(left: int, right: int) -> int:
 def test_presets_are_plain_values() -> None:
     assert Harness.base() == Harness("base")
     assert Harness.conversation().datetime and not Harness.conversation().files
-    assert Harness.worker() == Harness("worker", files=True, skills=True)
+    assert Harness.worker() == Harness(
+        "worker",
+        files=True,
+        skills=True,
+        tasks=True,
+        context_budget=ContextBudget(32_768),
+        usage_budget=UsageBudget(),
+    )
     worker, shell = Harness.worker(), Harness.shell_worker()
-    assert (shell.files, shell.skills, shell.shell) == (True, True, True)
+    assert (shell.files, shell.skills, shell.shell, shell.tasks) == (True, True, True, True)
+    assert shell.context_budget == worker.context_budget
     assert not worker.shell
+    for preset in (Harness.base(), Harness.conversation()):
+        assert not preset.tasks
+        assert preset.context_budget is None and preset.usage_budget is None
 
 
 async def test_base_adds_nothing() -> None:
@@ -58,9 +72,10 @@ async def test_conversation_adds_a_prompt_section_and_the_clock() -> None:
 async def test_worker_is_read_only_by_default() -> None:
     agent = builder(ScriptedModel([])).build()
     context = await Engine().create(agent).harness(Harness.worker()).inspect()
-    assert context.tool_names == READ_TOOLS
+    assert context.tool_names == (*READ_TOOLS, *WORKER_TOOLS)
     prompt = context.system_prompt or ""
     assert "## Workspace" in prompt and "read-only" in prompt
+    assert "## Tasks" in prompt and "## Budget" in prompt
     assert "## Skills" not in prompt and "shell" not in prompt
 
 
@@ -70,7 +85,7 @@ async def test_worker_with_a_writable_policy_adds_writes_and_needs_an_approver()
         await Engine().create(writable.build()).harness(Harness.worker()).start()
     agent = writable.approver(ApproveAll()).build()
     context = await Engine().create(agent).harness(Harness.worker()).inspect()
-    assert context.tool_names == (*READ_TOOLS, "write_file", "edit_file")
+    assert context.tool_names == (*READ_TOOLS, "write_file", "edit_file", *WORKER_TOOLS)
     assert "each write or edit asks for approval" in (context.system_prompt or "")
 
 
@@ -85,14 +100,14 @@ async def test_worker_offers_skills_through_load_skill() -> None:
     async with Engine() as engine:
         session = await engine.create(agent).harness(Harness.worker()).start()
         context = await session.inspect()
-        assert context.tool_names == (*READ_TOOLS, "load_skill")
+        assert context.tool_names == (*READ_TOOLS, "load_skill", *WORKER_TOOLS)
         prompt = context.system_prompt or ""
         assert "## Skills" in prompt
         assert "- triage: Sort incoming issues by severity." in prompt
         assert "- release: Cut a release." in prompt
         _, events = await run_collecting(session, "triage these")
     assert outputs(events)[0].text == "# Skill: triage\n\nLabel each issue P0-P3."
-    schema = context.tools[-1].parameters
+    schema = context.tools[len(READ_TOOLS)].parameters
     assert schema["properties"]["name"]["enum"] == ["triage", "release"]
     conversation = await Engine().create(agent).harness(Harness.conversation()).inspect()
     assert "load_skill" not in conversation.tool_names
@@ -119,7 +134,13 @@ async def test_shell_worker_runs_approved_commands_in_the_workspace() -> None:
     )
     async with Engine() as engine:
         session = await engine.create(agent).harness(Harness.shell_worker()).start()
-        assert session.tools == (*READ_TOOLS, "write_file", "edit_file", "shell")
+        assert session.tools == (
+            *READ_TOOLS,
+            "write_file",
+            "edit_file",
+            "shell",
+            *WORKER_TOOLS,
+        )
         prompt = (await session.inspect()).system_prompt or ""
         assert "A shell runs commands" in prompt
         _, events = await run_collecting(session, "read the brief")

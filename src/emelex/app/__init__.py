@@ -1,5 +1,5 @@
 """The application layer: declarative agents, sessions from an engine, harness presets
-and workspace policy.
+(with the worker's task list and budgets) and workspace policy.
 
 ::
 
@@ -17,6 +17,16 @@ and workspace policy.
 """
 
 from emelex.app._agent import Agent, AgentBuilder, SeedFile, Skill
+from emelex.app._budget import (
+    DEFAULT_CONTEXT_TOKENS,
+    MEDIA_PART_TOKENS,
+    MESSAGE_OVERHEAD_TOKENS,
+    BudgetUsage,
+    ContextBudget,
+    UsageBudget,
+    fit_messages,
+    fit_request,
+)
 from emelex.app._capabilities import (
     BUILTIN_OPTIONS,
     BUILTIN_TOOLS,
@@ -38,6 +48,8 @@ from emelex.app._errors import (
     AppError,
     ApproverRequired,
     BlankInstructions,
+    BudgetExceeded,
+    ContextBudgetExceeded,
     DuplicateCapability,
     DuplicateMcpServer,
     DuplicateProvider,
@@ -47,6 +59,7 @@ from emelex.app._errors import (
     InvalidAgent,
     InvalidAgentName,
     InvalidApprover,
+    InvalidBudget,
     InvalidCapability,
     InvalidCapabilityConfig,
     InvalidFile,
@@ -54,6 +67,7 @@ from emelex.app._errors import (
     InvalidPlugin,
     InvalidPolicy,
     InvalidSkill,
+    InvalidTaskList,
     InvalidToolSchema,
     InvalidWorkspaceRoot,
     MissingModel,
@@ -61,6 +75,7 @@ from emelex.app._errors import (
     SessionNotStarted,
     ShellNotAllowed,
     UnresolvedCapability,
+    UsageBudgetExhausted,
     WorkspaceConflict,
 )
 from emelex.app._events import DEFAULT_EVENT_BUFFER, EventStream
@@ -92,6 +107,15 @@ from emelex.app._plugins import (
     load_plugin,
 )
 from emelex.app._policy import WorkspacePolicy, recursive_delete_reason
+from emelex.app._tasks import (
+    MAX_TASK_BYTES,
+    MAX_TASKS,
+    TASK_STATUSES,
+    Task,
+    TaskList,
+    TaskStatus,
+    tasks_from_history,
+)
 from emelex.tools._function import (
     ArgumentConversionError,
     FunctionTool,
@@ -127,6 +151,22 @@ __all__ = [
     "Session",
     "SessionContext",
     "SessionStarter",
+    # worker tasks and budgets
+    "DEFAULT_CONTEXT_TOKENS",
+    "MAX_TASKS",
+    "MAX_TASK_BYTES",
+    "MEDIA_PART_TOKENS",
+    "MESSAGE_OVERHEAD_TOKENS",
+    "TASK_STATUSES",
+    "BudgetUsage",
+    "ContextBudget",
+    "Task",
+    "TaskList",
+    "TaskStatus",
+    "UsageBudget",
+    "fit_messages",
+    "fit_request",
+    "tasks_from_history",
     # agent packages
     "Change",
     "PackageInfo",
@@ -160,6 +200,8 @@ __all__ = [
     "AppError",
     "ApproverRequired",
     "BlankInstructions",
+    "BudgetExceeded",
+    "ContextBudgetExceeded",
     "DuplicateCapability",
     "DuplicateMcpServer",
     "DuplicateProvider",
@@ -169,6 +211,7 @@ __all__ = [
     "InvalidAgent",
     "InvalidAgentName",
     "InvalidApprover",
+    "InvalidBudget",
     "InvalidCapability",
     "InvalidCapabilityConfig",
     "InvalidFile",
@@ -177,6 +220,7 @@ __all__ = [
     "InvalidPlugin",
     "InvalidPolicy",
     "InvalidSkill",
+    "InvalidTaskList",
     "InvalidToolSchema",
     "InvalidWorkspaceRoot",
     "MissingBinding",
@@ -188,5 +232,6 @@ __all__ = [
     "ShellNotAllowed",
     "UnboundModelError",
     "UnresolvedCapability",
+    "UsageBudgetExhausted",
     "WorkspaceConflict",
 ]

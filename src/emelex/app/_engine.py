@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import pathlib
 import shutil
@@ -17,6 +18,13 @@ import trio
 from emelex._ids import new_id
 from emelex.agent import AgentSession, AgentTurn, DenyAll, SessionClosed
 from emelex.app._agent import Agent, SeedFile, check_tool, tool_gated
+from emelex.app._budget import (
+    BUDGET_SECTION,
+    BudgetedModel,
+    BudgetMeter,
+    BudgetUsage,
+    CheckBudgetTool,
+)
 from emelex.app._capabilities import (
     BuiltinCapability,
     CapabilityPackage,
@@ -38,7 +46,15 @@ from emelex.app._events import DEFAULT_EVENT_BUFFER, EventHub, EventStream, Gate
 from emelex.app._harness import Harness, skills_section, workspace_section
 from emelex.app._inspect import SessionContext, next_request
 from emelex.app._policy import GuardedFileTool, GuardedShellTool, HiddenPaths
-from emelex.model import Client, GenerationOptions, Message
+from emelex.app._tasks import (
+    TASKS_SECTION,
+    ReadTasksTool,
+    TaskBoard,
+    TaskList,
+    UpdateTasksTool,
+    tasks_from_history,
+)
+from emelex.model import AgentModel, Client, GenerationOptions, Message
 from emelex.runtime import AgentCancellation, run_in_worker
 from emelex.tools import AgentTool
 from emelex.tools._function import FunctionTool
@@ -182,6 +198,7 @@ class SessionStarter:
         self._buffer = engine.event_buffer
         self._used = False
         self._contributions: list[tuple[str, Contribution]] = []
+        self._history: tuple[Message, ...] = ()
 
     def harness(self, harness: Harness) -> SessionStarter:
         if not isinstance(harness, Harness):
@@ -191,6 +208,19 @@ class SessionStarter:
 
     def session_id(self, session_id: str) -> SessionStarter:
         self._session_id = session_id
+        return self
+
+    def history(self, messages: Iterable[Message]) -> SessionStarter:
+        """Resume or fork: continue from committed ``messages`` (e.g. another session's
+        :attr:`Session.history`), task list included. A leading system message is
+        replaced by the one this agent and harness assemble now. The messages are
+        checked at ``start()`` (``InvalidHistory`` when they call a tool this session
+        does not offer, ...); usage budgets count from zero in the new session."""
+        items = tuple(messages)
+        for item in items:
+            if not isinstance(item, Message):
+                raise TypeError(f"history(...) needs Messages, got {type(item).__name__}")
+        self._history = items
         return self
 
     def event_buffer(self, capacity: int) -> SessionStarter:
@@ -235,8 +265,21 @@ class SessionStarter:
             builtins = self._builtins()
             if builtins & {"files", "shell"}:
                 workspace = Workspace.open(root)
-            self._assemble(assembly, builtins, workspace)
-            client = Client(GatedModel(agent.client.model, hub))
+            board = TaskBoard() if harness.tasks else None
+            meter: BudgetMeter | None = None
+            if harness.context_budget is not None or harness.usage_budget is not None:
+                meter = BudgetMeter(harness.usage_budget, harness.context_budget)
+            self._assemble(assembly, builtins, workspace, board, meter)
+            model: AgentModel = GatedModel(agent.client.model, hub)
+            if meter is not None:
+                # Outside the gate: a refused call never reaches the model, and the
+                # model (and inspect()) gets the fitted request. The harness's own
+                # request ceilings are checked before this, on the full request.
+                model = BudgetedModel(model, meter)
+            client = Client(model)
+            history = self._history
+            if history and history[0].role == "system":
+                history = history[1:]
             builder = (
                 AgentSession.builder(client, root)
                 .include_file_tools(False)
@@ -248,8 +291,11 @@ class SessionStarter:
                 .options(agent.options)
                 .session_id(session_id)
                 .tools(GatedTool(tool, hub) for tool in assembly.tools)
+                .history(history)
             )
             agent_session = builder.build()
+            if board is not None:
+                board.bind(lambda: agent_session.history)
         except BaseException:
             with trio.CancelScope(shield=True):
                 if workspace is not None:
@@ -270,6 +316,7 @@ class SessionStarter:
             workspace=workspace,
             closers=assembly.closers,
             warnings=[w for _, c in self._contributions for w in c.warnings],
+            meter=meter,
         )
         self._engine._sessions.append(session)
         return session
@@ -306,9 +353,17 @@ class SessionStarter:
             raise IntegrationMissing("the agent has plugins but no engine integration loads them")
         self._contributions = contributions
 
-    def _assemble(self, assembly: _Assembly, builtins: set[str], ws: Workspace | None) -> None:
+    def _assemble(
+        self,
+        assembly: _Assembly,
+        builtins: set[str],
+        ws: Workspace | None,
+        board: TaskBoard | None,
+        meter: BudgetMeter | None,
+    ) -> None:
         agent, harness = self._agent, self._harness
         policy = agent.workspace_policy
+        cap = None if harness.context_budget is None else harness.context_budget.tool_result_bytes
         assembly.prompt.append(agent.instructions)
         assembly.prompt.extend(harness.prompt_sections)
         options = {
@@ -330,6 +385,7 @@ class SessionStarter:
             WebFetchTool,
             WriteFileTool,
         )
+        from emelex.tools.builtin._files import GREP_BYTES, READ_BYTES
 
         if "files" in builtins:
             assert ws is not None
@@ -341,6 +397,10 @@ class SessionStarter:
                 FindFilesTool,
                 GrepTool,
             ]
+            if cap is not None:
+                # The latest round is never shortened, so one result must leave room.
+                kinds[0] = functools.partial(ReadFileTool, max_bytes=min(READ_BYTES, cap))
+                kinds[3] = functools.partial(GrepTool, max_bytes=min(GREP_BYTES, cap))
             if policy.write:
                 kinds.extend((WriteFileTool, EditFileTool))
             for kind in kinds:
@@ -350,10 +410,11 @@ class SessionStarter:
         if "shell" in builtins:
             assert ws is not None
             config = options.get("shell", {})
+            output_bytes = config.get("output_bytes", 64 * 1024)
             shell = ShellTool(
                 ws,
                 timeout_seconds=config.get("timeout_seconds", 120.0),
-                output_bytes=config.get("output_bytes", 64 * 1024),
+                output_bytes=output_bytes if cap is None else min(output_bytes, cap),
             )
             assembly.add(
                 GuardedShellTool(shell, recursive_delete=policy.recursive_delete), "the shell"
@@ -367,6 +428,13 @@ class SessionStarter:
         if "skills" in builtins:
             assembly.add(_load_skill_tool(agent), "the skills")
             assembly.prompt.append(skills_section(agent.skills))
+        if board is not None:
+            assembly.add(UpdateTasksTool(board), "the task tools")
+            assembly.add(ReadTasksTool(board), "the task tools")
+            assembly.prompt.append(TASKS_SECTION)
+        if meter is not None and harness.usage_budget is not None:
+            assembly.add(CheckBudgetTool(meter), "the budget tool")
+            assembly.prompt.append(BUDGET_SECTION)
         for capability in agent.capabilities:
             if isinstance(capability, CapabilityPackage):
                 self._add_package(assembly, capability)
@@ -422,6 +490,7 @@ class Session:
         workspace: Workspace | None,
         closers: Sequence[Callable[[], Awaitable[None]]],
         warnings: Sequence[str] = (),
+        meter: BudgetMeter | None = None,
     ) -> None:
         self._engine = engine
         self.agent = agent
@@ -433,6 +502,7 @@ class Session:
         self._workspace = workspace
         self._closers = tuple(closers)
         self.warnings: tuple[str, ...] = tuple(warnings)
+        self._meter = meter
         self._closed = False
 
     @property
@@ -452,6 +522,19 @@ class Session:
     def tools(self) -> tuple[str, ...]:
         """Names of the tools the session offers, in declaration order."""
         return self._session.available_tools
+
+    @property
+    def tasks(self) -> TaskList:
+        """The task list committed history establishes (the last successful
+        ``update_tasks`` call); empty when there is none. An update made by a running
+        turn shows once the turn commits (or checkpoints)."""
+        return tasks_from_history(self._session.history)
+
+    @property
+    def usage(self) -> BudgetUsage | None:
+        """What this session spent (tokens, model calls) against its budgets, or None
+        when its harness has no budget (only budgeted sessions count)."""
+        return None if self._meter is None else self._meter.snapshot()
 
     @property
     def private_workspace(self) -> bool:
@@ -502,13 +585,19 @@ class Session:
 
     async def inspect(self, text: str | None = None) -> SessionContext:
         """The messages, tools and options of the next model call, assembled by the
-        harness's own request path. With ``text``, the request the turn
-        ``send_and_wait(text)`` would send first; without, its messages stop before
-        the user message."""
+        harness's own request path and fitted to the harness's context budget, if any.
+        With ``text``, the request the turn ``send_and_wait(text)`` would send first;
+        without, its messages stop before the user message. Raises ``CeilingExceeded``
+        and :class:`ContextBudgetExceeded` as that model call would (the usage budget
+        is not checked: see :attr:`usage`)."""
         if self._closed:
             raise SessionClosed("the session is closed")
         await trio.lowlevel.checkpoint()
         request = next_request(self._session, text)
+        if self._meter is not None:
+            # The filter the model call applies, on the full first request (its user
+            # message is protected), so what is shown is what would be sent.
+            request = self._meter.fit(request)
         messages = request.messages if text is not None else request.messages[:-1]
         return SessionContext(messages, request.tools, request.options, self.warnings)
 

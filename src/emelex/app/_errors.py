@@ -6,7 +6,8 @@ can find has its own class, so applications can tell them apart without parsing 
 
 from __future__ import annotations
 
-from emelex._errors import EmelexError
+from emelex._errors import EmelexError, LimitExceeded
+from emelex.agent import AgentError
 
 
 class AppError(EmelexError):
@@ -121,3 +122,41 @@ class IntegrationMissing(AppError):
 
 class SessionNotStarted(AppError):
     """A session starter was used after its session was started."""
+
+
+class InvalidBudget(AppError):
+    """A budget setting is out of range (a non-positive or absurdly large token count,
+    a bad bytes-per-token ratio, ...). Raised when the budget or harness is built."""
+
+
+class InvalidTaskList(AppError):
+    """A task list breaks its rules: too many tasks, a blank or oversized task, an
+    unknown status, or more than one task in progress. The task tools report the same
+    text to the model as an error result instead of raising."""
+
+
+class BudgetExceeded(LimitExceeded, AppError, AgentError):
+    """A session budget refused a model call.
+
+    Raised from the model call of a running turn, so it is also an
+    :class:`~emelex.agent.AgentError`: the turn fails with it unchanged and its
+    ``rolled_back`` / ``checkpoint`` say what happened to history (rolled back in the
+    turn's first round, checkpointed after a tool ran). ``limit``, ``maximum`` and
+    ``actual`` come from :class:`~emelex.LimitExceeded`.
+    """
+
+    def __init__(self, limit: str, maximum: int, actual: int | None, detail: str) -> None:
+        super().__init__(limit, maximum, actual)
+        # LimitExceeded's generic text is replaced by one that says what to do.
+        self.args = (detail,)
+
+
+class ContextBudgetExceeded(BudgetExceeded):
+    """Even after shortening older tool results and dropping the oldest exchanges, the
+    request does not fit the context budget (``actual`` is the smallest estimate the
+    filter reached). Also raised by ``Session.inspect()``."""
+
+
+class UsageBudgetExhausted(BudgetExceeded):
+    """The session used up its token or model-call budget; no further model call is
+    made (``limit`` says which of the two)."""

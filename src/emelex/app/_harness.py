@@ -8,8 +8,15 @@ preset             adds to the agent's instructions, tools and capabilities
 ``worker()``       a workspace prompt section; the file tools (``read_file``,
                    ``list_directory``, ``find_files``, ``grep``; ``write_file`` and
                    ``edit_file`` only with a writable policy); when the agent has
-                   skills, a skills prompt section and the ``load_skill`` tool
-``shell_worker()`` ``worker()`` plus the ``shell`` tool (needs a writable policy)
+                   skills, a skills prompt section and the ``load_skill`` tool;
+                   task coordination (a tasks prompt section, ``update_tasks`` and
+                   ``read_tasks``); budgeting (a budget prompt section, the
+                   ``check_budget`` tool, a context budget of
+                   ``context_tokens`` estimated tokens applied to every request,
+                   default 32,768, and an optional usage budget
+                   ``max_total_tokens`` / ``max_model_calls``, default unlimited)
+``shell_worker()`` ``worker()`` (with the same budget options) plus the ``shell``
+                   tool (needs a writable policy)
 =================  =============================================================
 
 No preset changes the workspace policy: presets keep the read-only default.
@@ -18,10 +25,13 @@ No preset changes the workspace policy: presets keep the read-only default.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
 from emelex.app._agent import Skill
+from emelex.app._budget import DEFAULT_CONTEXT_TOKENS, ContextBudget, UsageBudget
+from emelex.app._errors import InvalidBudget
 from emelex.app._policy import WorkspacePolicy
 
 CONVERSATION_SECTION = (
@@ -33,14 +43,32 @@ CONVERSATION_SECTION = (
 )
 
 
+def _optional(kind: type[Any]) -> Any:
+    def check(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value is not None and not isinstance(value, kind):
+            raise InvalidBudget(
+                f"Harness.{attribute.name} must be a {kind.__name__} or None, got {value!r}"
+            )
+
+    return check
+
+
+def _context(tokens: int | None) -> ContextBudget | None:
+    return None if tokens is None else ContextBudget(tokens)
+
+
 @attrs.frozen
 class Harness:
     """What a session gets besides the agent's own configuration.
 
     ``prompt_sections`` join the system prompt after the instructions; ``files``,
     ``skills``, ``shell`` and ``datetime`` add those built-ins (the same ones the
-    ``capability(...)`` ids add). Use the presets; the fields are public so a
-    preset can be inspected.
+    ``capability(...)`` ids add). ``tasks`` adds the task tools and their prompt section.
+    ``context_budget`` fits every model request to a :class:`ContextBudget`;
+    ``usage_budget`` counts (and may cap) the session's tokens and model calls and adds
+    the ``check_budget`` tool. Use the presets; the fields are public so a preset can be
+    inspected (and varied with ``attrs.evolve``). Raises :class:`InvalidBudget` for a
+    budget field of the wrong type.
     """
 
     name: str
@@ -49,6 +77,11 @@ class Harness:
     skills: bool = False
     shell: bool = False
     datetime: bool = False
+    tasks: bool = False
+    context_budget: ContextBudget | None = attrs.field(
+        default=None, validator=_optional(ContextBudget)
+    )
+    usage_budget: UsageBudget | None = attrs.field(default=None, validator=_optional(UsageBudget))
 
     @classmethod
     def base(cls) -> Harness:
@@ -61,16 +94,48 @@ class Harness:
         return cls("conversation", prompt_sections=(CONVERSATION_SECTION,), datetime=True)
 
     @classmethod
-    def worker(cls) -> Harness:
-        """For work on files: file tools (as the workspace policy allows), a workspace
-        prompt section, and skills (section + ``load_skill``) when the agent has any."""
-        return cls("worker", files=True, skills=True)
+    def worker(
+        cls,
+        *,
+        context_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
+        max_total_tokens: int | None = None,
+        max_model_calls: int | None = None,
+    ) -> Harness:
+        """For work on files without a shell: file tools (as the workspace policy
+        allows) and a workspace prompt section; skills (section + ``load_skill``) when
+        the agent has any; a task list (``update_tasks``, ``read_tasks``); budgeting
+        (``check_budget``, every request fitted to ``context_tokens`` estimated tokens,
+        ``None`` to send requests unfitted; the session's tokens and model calls capped
+        by ``max_total_tokens`` and ``max_model_calls``, ``None`` for no cap). Raises
+        :class:`InvalidBudget` for an out-of-range value."""
+        return cls(
+            "worker",
+            files=True,
+            skills=True,
+            tasks=True,
+            context_budget=_context(context_tokens),
+            usage_budget=UsageBudget(max_total_tokens, max_model_calls),
+        )
 
     @classmethod
-    def shell_worker(cls) -> Harness:
+    def shell_worker(
+        cls,
+        *,
+        context_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
+        max_total_tokens: int | None = None,
+        max_model_calls: int | None = None,
+    ) -> Harness:
         """``worker()`` plus the host ``shell`` (needs ``WorkspacePolicy.read_write()``
-        and an approver: every command asks)."""
-        return cls("shell_worker", files=True, skills=True, shell=True)
+        and an approver: every command asks). Same budget options as :meth:`worker`."""
+        return cls(
+            "shell_worker",
+            files=True,
+            skills=True,
+            shell=True,
+            tasks=True,
+            context_budget=_context(context_tokens),
+            usage_budget=UsageBudget(max_total_tokens, max_model_calls),
+        )
 
 
 def workspace_section(policy: WorkspacePolicy, *, shell: bool) -> str:
