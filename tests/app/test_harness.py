@@ -167,3 +167,26 @@ async def test_agent_tools_colliding_with_preset_built_ins_fail_to_start() -> No
     assert (await Engine().create(agent).inspect()).tool_names == ("read_file",)
     with pytest.raises(NameCollision, match="read_file"):
         await Engine().create(agent).harness(Harness.worker()).start()
+
+
+async def test_worker_sections_follow_the_other_built_in_sections() -> None:
+    agent = builder(ScriptedModel([])).skill("triage", "Sort issues.", "Label them.").build()
+    prompt = (await Engine().create(agent).harness(Harness.worker()).inspect()).system_prompt
+    assert prompt is not None
+    headings = [line for line in prompt.splitlines() if line.startswith("## ")]
+    assert headings == ["## Workspace", "## Skills", "## Tasks", "## Budget"]
+    assert "check_budget" in prompt and "read_tasks" in prompt
+
+
+async def test_worker_budgets_cap_built_in_tool_output() -> None:
+    agent = builder(ScriptedModel([])).build()
+    small = await Engine().create(agent).harness(Harness.worker(context_tokens=2_000)).inspect()
+    described = {tool.name: tool.description for tool in small.tools}
+    assert "at most 4096 bytes" in described["read_file"]  # the 4 KiB floor
+    assert "200 matching lines and 4096 bytes" in described["grep"]
+    default = await Engine().create(agent).harness(Harness.worker()).inspect()
+    assert "at most 32768 bytes" in {t.name: t.description for t in default.tools}["read_file"]
+    unbudgeted = Harness.worker(context_tokens=None)
+    plain = await Engine().create(agent).harness(unbudgeted).inspect()
+    assert "at most 131072 bytes" in {t.name: t.description for t in plain.tools}["read_file"]
+    assert "check_budget" in plain.tool_names  # usage is still counted and reported
