@@ -287,3 +287,122 @@ def test_run_an_agent_package(tmp_path: Path) -> None:
     assert "← result" in result.stderr
     missing = run("run", "--model", spec, str(tmp_path / "nope"), "x", cwd=tmp_path)
     assert missing.returncode == 3
+
+
+def test_run_an_agent_package_on_a_real_workspace(tmp_path: Path, workspace: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    spec = script(
+        tmp_path,
+        [
+            [{"call": "list_directory", "arguments": {"path": "."}}],
+            [{"call": "read_file", "arguments": {"path": "notes.txt"}}],
+            [{"say": "Reviewed."}],
+        ],
+    )
+    result = run(
+        "run",
+        "--model",
+        spec,
+        "--workspace",
+        str(workspace),
+        "--allow-reads",
+        str(root / "actors" / "repo-reviewer"),
+        "Review it.",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "Reviewed."
+    # The tools see the real directory, not the package's private seeded workspace.
+    assert '[".": 1 entry] notes.txt' in result.stderr
+    assert '"notes.txt": lines 1-1; 12-byte file' in result.stderr
+    assert "seeded files are not copied there (review-checklist.md)" in result.stderr
+    assert sorted(p.name for p in workspace.iterdir()) == ["notes.txt"]
+
+
+def test_a_package_on_a_real_workspace_keeps_its_policy(tmp_path: Path, workspace: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    rounds = [
+        [{"call": "write_file", "arguments": {"path": "draft.md", "content": "# Draft\n"}}],
+        [{"say": "Written."}],
+    ]
+    # writer is read-write: with the write approved, the file lands in the real directory
+    # (given relative to the working directory).
+    written = run(
+        "run",
+        "--model",
+        script(tmp_path, rounds),
+        "--workspace",
+        "ws",
+        "--allow-tool",
+        "write_file",
+        str(root / "actors" / "writer"),
+        "Write a draft.",
+        cwd=tmp_path,
+    )
+    assert written.returncode == 0, written.stderr
+    assert (workspace / "draft.md").read_text() == "# Draft\n"
+    assert not (workspace / "style-guide.md").exists()
+    # repo-reviewer is read-only: it has no write tool, whatever the flags say.
+    (workspace / "draft.md").unlink()
+    refused = run(
+        "run",
+        "--model",
+        script(tmp_path, rounds, "b.json"),
+        "--workspace",
+        str(workspace),
+        "--allow-tool",
+        "write_file",
+        str(root / "actors" / "repo-reviewer"),
+        "Write a draft.",
+        cwd=tmp_path,
+    )
+    assert refused.returncode == 0, refused.stderr
+    assert "unknown tool 'write_file'" in refused.stderr
+    assert sorted(p.name for p in workspace.iterdir()) == ["notes.txt"]
+    # ... and its hidden patterns hold in the real directory.
+    (workspace / ".env").write_text("SECRET=1\n")
+    hidden = run(
+        "run",
+        "--model",
+        script(tmp_path, [[{"call": "read_file", "arguments": {"path": ".env"}}], [{"say": "ok"}]]),
+        "--workspace",
+        str(workspace),
+        "--allow-reads",
+        str(root / "actors" / "repo-reviewer"),
+        "Read .env.",
+        cwd=tmp_path,
+    )
+    assert hidden.returncode == 0, hidden.stderr
+    assert ".env is hidden by the workspace policy" in hidden.stderr
+    assert "SECRET" not in hidden.stderr + hidden.stdout
+
+
+def test_a_package_workspace_must_be_a_directory(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    spec = script(tmp_path, [[{"say": "never"}]])
+    package = str(root / "actors" / "repo-reviewer")
+    missing = run("run", "--model", spec, "--workspace", "nope", package, "x", cwd=tmp_path)
+    assert missing.returncode == 3
+    assert "cannot run the agent package: workspace 'nope'" in missing.stderr
+    a_file = run("run", "--model", spec, "--workspace", spec[9:], package, "x", cwd=tmp_path)
+    assert a_file.returncode == 3
+    assert "is not a directory" in a_file.stderr
+    assert missing.stdout == a_file.stdout == ""
+
+
+def test_ctrl_c_cancels_a_package_turn_and_exits_130(tmp_path: Path, workspace: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    spec = script(tmp_path, [[{"say": "thinking"}, {"wait": 600}, {"say": "never"}]])
+    package = str(root / "actors" / "repo-reviewer")
+    with subprocess.Popen(
+        [*EMELEX, "run", "--model", spec, "--workspace", str(workspace), package, "x"],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    ) as process:
+        assert process.stdout is not None
+        _read_until(process.stdout.fileno(), b"thinking", time.monotonic() + 60)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 130
+    assert sorted(p.name for p in workspace.iterdir()) == ["notes.txt"]

@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pathlib
 import signal
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
+import attrs
 import trio
 
 from emelex._ids import new_id
@@ -29,6 +32,9 @@ from emelex.cli._render import TerminalRenderer, event_json, render_tree
 from emelex.model import GenerationOptions, Message
 from emelex.runtime import Supervisor, open_supervisor
 from emelex.store import SessionNotFound, SqliteStore, open_sqlite_store
+
+if TYPE_CHECKING:
+    from emelex.app import Agent
 
 EXIT_OK = 0
 EXIT_TURN_FAILED = 1
@@ -119,11 +125,35 @@ async def _one_turn(
     return EXIT_OK, turn
 
 
+def _bind_workspace(agent: Agent, directory: str) -> Agent:
+    """``agent`` with the real directory ``directory`` as its workspace instead of the
+    private one seeded from the package (what ``Agent.builder().workspace(root)`` gives:
+    the root resolved, no seeded files). The package's workspace policy (read-only or
+    read-write, hidden paths) applies to the directory. Raises InvalidWorkspaceRoot."""
+    from emelex.app import InvalidWorkspaceRoot
+
+    try:
+        root = pathlib.Path(directory).resolve(strict=True)
+    except (OSError, RuntimeError) as exc:
+        raise InvalidWorkspaceRoot(f"workspace {directory!r}: {exc}") from exc
+    if not root.is_dir():
+        raise InvalidWorkspaceRoot(f"workspace {str(root)!r} is not a directory")
+    if agent.files:
+        # Never written into a real directory: say what the agent will not find there.
+        names = ", ".join(seeded.path for seeded in agent.files)
+        print(
+            f"emelex: workspace {root}: the package's seeded files are not copied there ({names})",
+            file=sys.stderr,
+        )
+    return attrs.evolve(agent, workspace=root, files=())
+
+
 async def _run_package(
     args: argparse.Namespace, loaded: LoadedModel, policy: ApprovalPolicy
 ) -> int:
     """One turn of an agent package through the Engine (its preset, policy and skills),
-    events consumed concurrently from the session's bounded stream."""
+    events consumed concurrently from the session's bounded stream. ``--workspace``
+    binds the session to that directory instead of the package's private workspace."""
     from emelex.app import Engine, McpIntegration, PluginIntegration
     from emelex.app._package import load_agent, package_harness, package_info
 
@@ -131,32 +161,45 @@ async def _run_package(
     info = package_info(probe)
     binding = info.binding if info is not None else "default"
     agent = load_agent(args.agent_dir, bindings={binding: loaded.client}, approver=policy)
+    harness = package_harness(agent)
+    if args.workspace:
+        agent = _bind_workspace(agent, args.workspace)
     consume = _consumer(args)
     engine = Engine(integrations=[McpIntegration(), PluginIntegration()])
-    session = await engine.create(agent).harness(package_harness(agent)).start()
+    session = await engine.create(agent).harness(harness).start()
     async with session:
         cancellation = AgentCancellation()
         interrupted: list[bool] = []
+        failure: str | None = None
+        code = EXIT_OK
         async with trio.open_nursery() as nursery:
             stream = session.events()
+            pumped = trio.Event()
 
             async def pump() -> None:
-                async for event in stream:
-                    consume(event)
+                async with stream:
+                    async for event in stream:
+                        consume(event)
+                pumped.set()
 
             nursery.start_soon(pump)
             await nursery.start(_watch_interrupts, cancellation, interrupted)
             try:
                 await session.send_and_wait(args.prompt, cancellation=cancellation)
             except TurnCancelled:
-                return EXIT_INTERRUPTED if interrupted else EXIT_TURN_FAILED
+                code = EXIT_INTERRUPTED if interrupted else EXIT_TURN_FAILED
             except AgentError as exc:
-                print(f"emelex: turn failed: {exc}", file=sys.stderr)
-                return EXIT_TURN_FAILED
-            finally:
-                stream.close()
-                nursery.cancel_scope.cancel()
-    return EXIT_OK
+                failure = f"emelex: turn failed: {exc}"
+                code = EXIT_TURN_FAILED
+            # send_and_wait returns once the turn's events are in the stream's channel,
+            # not once they are shown. One turn only: closing the session ends the
+            # stream after those events, so the pump shows every one (the answer too).
+            await session.close()
+            await pumped.wait()
+            nursery.cancel_scope.cancel()
+    if failure is not None:
+        print(failure, file=sys.stderr)
+    return code
 
 
 async def run_command(args: argparse.Namespace) -> int:
