@@ -22,6 +22,7 @@ def test_every_concept_has_a_page() -> None:
         "agents.md",
         "engine.md",
         "workspace-policy.md",
+        "worker.md",
     }
 
 

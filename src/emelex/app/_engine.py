@@ -553,7 +553,10 @@ class Session:
         options: GenerationOptions | None = None,
     ) -> AgentTurn:
         """Run one turn and return it once its events are delivered to the event
-        channels (a slow event consumer delays this; see :meth:`events`)."""
+        channels (a slow event consumer delays this; see :meth:`events`). Raises
+        like :meth:`AgentSession.run_turn`, and with the harness's budgets
+        :class:`ContextBudgetExceeded` or :class:`UsageBudgetExhausted` (each with
+        ``rolled_back`` and ``checkpoint``, like every turn error)."""
         if self._closed:
             raise SessionClosed("the session is closed")
         try:
