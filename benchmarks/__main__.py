@@ -10,6 +10,8 @@ to stderr as they run; the table goes to stdout, as text, ``--markdown`` (the ta
     python -m benchmarks --quick              # smoke run (a few minutes)
     python -m benchmarks --only runtime,llama
     python -m benchmarks --markdown > table.md
+    python -m benchmarks --save run.json     # the text table, and the run as JSON
+    python -m benchmarks --load run.json --markdown
 
 Exit status: 0 when every benchmark ran (met or not: the table is a report), 1 when one
 failed, 2 on a usage error.
@@ -44,6 +46,7 @@ try:
         format_json,
         format_markdown,
         format_text,
+        from_json_dict,
         rows_from_json,
         rows_to_json,
     )
@@ -56,6 +59,7 @@ except ModuleNotFoundError:  # run as a script: python benchmarks/__main__.py
         format_json,
         format_markdown,
         format_text,
+        from_json_dict,
         rows_from_json,
         rows_to_json,
     )
@@ -93,6 +97,12 @@ def _parser() -> argparse.ArgumentParser:
         "--quiet", action="store_true", help="hide the benchmarks' own reports (stderr)"
     )
     parser.add_argument("--timeout", type=float, help="seconds per benchmark")
+    parser.add_argument(
+        "--save", metavar="FILE", help="also write the table as JSON to FILE (any output format)"
+    )
+    parser.add_argument(
+        "--load", metavar="FILE", help="print a table saved with --save or --json; run nothing"
+    )
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     # Internal: run one benchmark in this process and write its rows to a file.
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -238,6 +248,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, description in BENCHMARKS.items():
             print(f"{name:16} {description}")
         return 0
+    if args.load:
+        table = from_json_dict(json.loads(Path(args.load).read_text()))
+        _print(table, args)
+        return 0
     names = list(BENCHMARKS)
     if args.only:
         names = [name.strip() for name in args.only.split(",") if name.strip()]
@@ -264,6 +278,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     machine["load average at end"] = f"{os.getloadavg()[0]:.2f}"
     machine["duration"] = f"{math.ceil(time.perf_counter() - started)} s"
     table = Table(tuple(sections), machine)
+    if args.save:
+        Path(args.save).write_text(format_json(table))
+    _print(table, args)
+    return 1 if any(section.status == "failed" for section in sections) else 0
+
+
+def _print(table: Table, args: argparse.Namespace) -> None:
     if args.json:
         sys.stdout.write(format_json(table))
     elif args.markdown:
@@ -271,7 +292,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         sys.stdout.write(format_text(table))
     sys.stdout.flush()
-    return 1 if any(section.status == "failed" for section in sections) else 0
 
 
 if __name__ == "__main__":

@@ -177,6 +177,20 @@ def format_json(table: Table) -> str:
     return json.dumps(to_json_dict(table), indent=2, ensure_ascii=False) + "\n"
 
 
+def from_json_dict(loaded: Mapping[str, Any]) -> Table:
+    """The table :func:`to_json_dict` described (rows keep their benchmarks' order)."""
+    sections = []
+    for bench in loaded["benchmarks"]:
+        rows = tuple(
+            Row(**{key: value for key, value in row.items() if key != "benchmark"})
+            for row in loaded["rows"]
+            if row["benchmark"] == bench["name"]
+        )
+        seconds = math.nan if bench["seconds"] is None else float(bench["seconds"])
+        sections.append(Section(bench["name"], rows, seconds, bench["status"], bench["detail"]))
+    return Table(tuple(sections), dict(loaded["machine"]))
+
+
 # -- rows across a process boundary (the runner runs each benchmark in a child) -----------
 def rows_to_json(rows: Iterable[Row]) -> str:
     return json.dumps([asdict(row) for row in rows], ensure_ascii=False)

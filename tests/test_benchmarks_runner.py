@@ -19,6 +19,7 @@ from benchmarks._table import (
     format_json,
     format_markdown,
     format_text,
+    from_json_dict,
     number,
     ratio,
     rows_from_json,
@@ -132,6 +133,13 @@ def test_json_has_machine_sections_and_rows() -> None:
         "met": "yes",
         "note": "",
     }
+
+
+def test_a_saved_table_prints_the_same() -> None:
+    table = fake_table()
+    loaded = from_json_dict(json.loads(format_json(table)))
+    assert format_text(loaded) == format_text(table)
+    assert format_markdown(loaded) == format_markdown(table)
 
 
 def test_rows_survive_the_trip_from_a_child() -> None:
