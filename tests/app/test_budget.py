@@ -80,8 +80,10 @@ def test_usage_budget_and_harness_values_are_checked() -> None:
     for bad in ({"max_total_tokens": 0}, {"max_model_calls": -1}, {"max_model_calls": "3"}):
         with pytest.raises(InvalidBudget):
             UsageBudget(**bad)
-    with pytest.raises(InvalidBudget, match="max_tokens"):
+    with pytest.raises(InvalidBudget, match="context_tokens must be a positive integer"):
         Harness.worker(context_tokens=0)
+    with pytest.raises(InvalidBudget, match="max_tokens must be an integer from 1 to"):
+        Harness.worker(context_tokens=10**8)
     with pytest.raises(InvalidBudget):
         Harness.shell_worker(max_total_tokens=0)
     with pytest.raises(InvalidBudget, match="context_budget"):

@@ -190,3 +190,17 @@ async def test_worker_budgets_cap_built_in_tool_output() -> None:
     plain = await Engine().create(agent).harness(unbudgeted).inspect()
     assert "at most 131072 bytes" in {t.name: t.description for t in plain.tools}["read_file"]
     assert "check_budget" in plain.tool_names  # usage is still counted and reported
+    shell_agent = (
+        builder(ScriptedModel([]))
+        .workspace_policy(WorkspacePolicy.read_write())
+        .approver(ApproveAll())
+        .build()
+    )
+    for harness, kept in [
+        (Harness.shell_worker(context_tokens=4_000), 2048),
+        (Harness.shell_worker(), 16384),
+        (Harness.shell_worker(context_tokens=None), 32768),
+    ]:
+        context = await Engine().create(shell_agent).harness(harness).inspect()
+        shell = {t.name: t.description for t in context.tools}["shell"]
+        assert f"first and last {kept} bytes" in shell

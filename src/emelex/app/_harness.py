@@ -54,7 +54,12 @@ def _optional(kind: type[Any]) -> Any:
 
 
 def _context(tokens: int | None) -> ContextBudget | None:
-    return None if tokens is None else ContextBudget(tokens)
+    if tokens is None:
+        return None
+    if type(tokens) is not int or tokens < 1:
+        # Name the preset's own parameter rather than ContextBudget's field.
+        raise InvalidBudget(f"context_tokens must be a positive integer or None, got {tokens!r}")
+    return ContextBudget(tokens)
 
 
 @attrs.frozen
