@@ -391,16 +391,16 @@ class SessionStarter:
             assert ws is not None
             hidden = HiddenPaths(policy.hidden)
             readonly = frozenset(f.parts for f in agent.files if f.readonly)
+            # Under a context budget the latest round is never shortened, so one
+            # result must leave room for the rest of the request.
+            read_bytes = READ_BYTES if cap is None else min(READ_BYTES, cap)
+            grep_bytes = GREP_BYTES if cap is None else min(GREP_BYTES, cap)
             kinds: list[Callable[[Workspace], AgentTool]] = [
-                ReadFileTool,
+                functools.partial(ReadFileTool, max_bytes=read_bytes),
                 ListDirectoryTool,
                 FindFilesTool,
-                GrepTool,
+                functools.partial(GrepTool, max_bytes=grep_bytes),
             ]
-            if cap is not None:
-                # The latest round is never shortened, so one result must leave room.
-                kinds[0] = functools.partial(ReadFileTool, max_bytes=min(READ_BYTES, cap))
-                kinds[3] = functools.partial(GrepTool, max_bytes=min(GREP_BYTES, cap))
             if policy.write:
                 kinds.extend((WriteFileTool, EditFileTool))
             for kind in kinds:
