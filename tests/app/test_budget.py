@@ -8,11 +8,12 @@ from collections.abc import Sequence
 import attrs
 import pytest
 import trio
+import trio.testing
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from emelex import LimitExceeded
-from emelex.agent import AgentError, CeilingExceeded, TurnFailed
+from emelex.agent import AgentError, CeilingExceeded, TurnCancelled, TurnFailed
 from emelex.app import (
     MEDIA_PART_TOKENS,
     MESSAGE_OVERHEAD_TOKENS,
@@ -39,7 +40,8 @@ from emelex.model import (
     ToolDefinition,
     Usage,
 )
-from emelex.testing import Call, Fail, Finish, Say, ScriptedModel
+from emelex.runtime import AgentCancellation
+from emelex.testing import Call, Fail, Finish, Say, ScriptedModel, Wait
 
 from .helpers import builder, outputs, run_collecting
 
@@ -573,3 +575,28 @@ async def test_a_harness_without_budgets_has_no_usage_and_no_filter() -> None:
         assert "## Budget" not in prompt
         usage = session.usage
         assert usage is not None and usage.limits == UsageBudget()
+
+
+async def test_a_cancelled_call_counts_but_adds_no_tokens_and_the_turn_rolls_back() -> None:
+    model = ScriptedModel([[Wait(30), Say("late")], [Say("next"), Finish(usage=Usage(7, 1))]])
+    engine, session = await start(model, Harness.worker(max_model_calls=5))
+    cancellation = AgentCancellation()
+    async with engine, trio.open_nursery() as nursery:
+
+        async def fire() -> None:
+            # Fire once the turn is parked in the model's Wait: no timing guess.
+            await trio.testing.wait_all_tasks_blocked()
+            cancellation.cancel()
+
+        nursery.start_soon(fire)
+        with pytest.raises(TurnCancelled):
+            await session.send_and_wait("go", cancellation=cancellation)
+        assert [m.role for m in session.history] == ["system"]
+        usage = session.usage
+        assert usage is not None and (usage.model_calls, usage.total_tokens) == (1, 0)
+        # The wrapped stream closed cleanly: the session runs its next turn.
+        turn = await session.send_and_wait("again")
+    assert turn.response.text == "next"
+    usage = session.usage
+    assert usage is not None and (usage.model_calls, usage.total_tokens) == (2, 8)
+    assert usage.remaining_model_calls == 3

@@ -13,10 +13,13 @@ preset             adds to the agent's instructions, tools and capabilities
                    ``read_tasks``); budgeting (a budget prompt section, the
                    ``check_budget`` tool, a context budget of
                    ``context_tokens`` estimated tokens applied to every request,
-                   default 32,768, and an optional usage budget
-                   ``max_total_tokens`` / ``max_model_calls``, default unlimited)
+                   default 32,768, which also caps one ``read_file`` or
+                   ``grep`` result at a quarter of it in bytes; and a usage
+                   budget ``max_total_tokens`` / ``max_model_calls``, default
+                   counted but unlimited)
 ``shell_worker()`` ``worker()`` (with the same budget options) plus the ``shell``
-                   tool (needs a writable policy)
+                   tool, its output capped like ``read_file``'s (needs a
+                   writable policy)
 =================  =============================================================
 
 No preset changes the workspace policy: presets keep the read-only default.
