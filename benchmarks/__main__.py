@@ -6,8 +6,8 @@ model or a missing tool costs its rows, never the table). The children's own rep
 to stderr as they run; the table goes to stdout, as text, ``--markdown`` (the table of
 ``docs/performance.md``) or ``--json``.
 
-    python -m benchmarks                      # everything, full counts (15-25 minutes)
-    python -m benchmarks --quick              # smoke run (a few minutes)
+    python -m benchmarks                      # everything, full counts (about 9 minutes on 2 cores)
+    python -m benchmarks --quick              # smoke run (about a minute)
     python -m benchmarks --only runtime,llama
     python -m benchmarks --markdown > table.md
     python -m benchmarks --save run.json     # the text table, and the run as JSON
