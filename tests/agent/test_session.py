@@ -48,6 +48,7 @@ from emelex.model import (
     ImagePart,
     Reasoning,
     TextPart,
+    ToolDefinition,
     VideoPart,
 )
 from emelex.runtime import Supervisor, open_supervisor
@@ -491,3 +492,59 @@ async def test_committed_size_matches_a_fresh_measurement(make_builder: Make) ->
         await session.run_turn("one")
         await session.run_turn("two")
         assert session._history_size == measure_messages(session.history)
+
+
+class _SignalProbe:
+    """A cooperative FINISH_ONCE_STARTED tool that records its invocation."""
+
+    def __init__(self) -> None:
+        self.invocation: ToolInvocation | None = None
+        self.started = trio.Event()
+
+    @property
+    def definition(self) -> ToolDefinition:
+        return ToolDefinition("probe", "Waits for cancellation.", {"type": "object"})
+
+    @property
+    def cancellation_policy(self) -> ToolCancellationPolicy:
+        return ToolCancellationPolicy.FINISH_ONCE_STARTED
+
+    def approval_reason(self, arguments: Any) -> str | None:
+        return None
+
+    async def invoke(self, invocation: ToolInvocation) -> ToolOutput:
+        self.invocation = invocation
+        self.started.set()
+        await invocation.cancellation.wait_cancelled()
+        return ToolOutput("probe stopped")
+
+
+async def test_agent_cancellation_reaches_a_started_tool_synchronously(make_builder: Make) -> None:
+    # The signal goes straight to the running tool: no scheduler pass between cancel()
+    # and the tool's own cancellation, and the turn still ends as a checkpoint.
+    probe = _SignalProbe()
+    model = ScriptedModel([[Call("probe", {})], [Say("never")]])
+    cancellation = AgentCancellation()
+    with make_builder(model).tool(probe).build() as session:
+        with trio.fail_after(5):
+            async with trio.open_nursery() as nursery:
+
+                async def cancel_when_started() -> None:
+                    await probe.started.wait()
+                    await trio.testing.wait_all_tasks_blocked()
+                    assert probe.invocation is not None
+                    assert not probe.invocation.cancellation.cancelled
+                    cancellation.cancel()
+                    assert probe.invocation.cancellation.cancelled
+
+                nursery.start_soon(cancel_when_started)
+                with pytest.raises(TurnCancelled) as caught:
+                    await session.run_turn("x", cancellation)
+        assert caught.value.rolled_back is False
+        assert [m.text for m in session.history if m.role == "tool"] == ["probe stopped"]
+        from emelex.agent._ceilings import measure_messages
+
+        assert session._history_size == measure_messages(session.history)
+        # The session stays usable after the routed cancellation.
+        await session.run_turn("again")
+        assert session.history[-1].text == "never"

@@ -47,6 +47,7 @@ from emelex.model import (
 )
 from emelex.runtime import (
     CURRENT,
+    ActorCall,
     ActorContext,
     ActorKind,
     ActorNursery,
@@ -94,6 +95,39 @@ class _EventSink:
                 if self.scope is not None:
                     self.scope.cancel()
                 return
+
+
+class _CancelRoute:
+    """Where a turn's AgentCancellation goes.
+
+    While a FINISH_ONCE_STARTED tool is past its start point the turn must wait for its
+    one terminal result anyway, so the signal goes straight to the tool (one Event set)
+    and the turn's scope is cancelled only once that result is recorded. Cancelling the
+    scope at once would cost a ``trio.Cancelled`` delivery to the waiting owner and make
+    the tool wait for the owner to be scheduled before it hears of the cancellation.
+    Otherwise (model job, approval, a tool not yet started) the turn's scope is
+    cancelled at once.
+    """
+
+    __slots__ = ("cancelled", "running", "scope")
+
+    def __init__(self, scope: trio.CancelScope) -> None:
+        self.scope = scope
+        self.running: ActorCall[Any] | None = None
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        running = self.running
+        if (
+            running is not None
+            and running.policy is CancellationPolicy.FINISH_ONCE_STARTED
+            and running.past_start_point
+            and not running.finished
+        ):
+            running.cancel()
+        else:
+            self.scope.cancel()
 
 
 def _bounded(text: str) -> str:
@@ -351,9 +385,10 @@ class AgentSession:
                 # cancel: the caller's scopes are left alone, so TurnCancelled can be told
                 # apart from the caller's own cancellation.
                 sink.scope = turn.cancel_scope
-                remove = cancellation.add_callback(turn.cancel_scope.cancel)
+                route = _CancelRoute(turn.cancel_scope)
+                remove = cancellation.add_callback(route.cancel)
                 try:
-                    result = await self._drive(core, turn, sink)
+                    result = await self._drive(core, turn, sink, route)
                 finally:
                     remove()
         except BaseException as exc:
@@ -366,7 +401,13 @@ class AgentSession:
             return result
         raise self._failure(core, sink, cancellation, error, fallible)
 
-    async def _drive(self, core: TurnCore, turn: ActorNursery, sink: _EventSink) -> AgentTurn:
+    async def _drive(
+        self,
+        core: TurnCore,
+        turn: ActorNursery,
+        sink: _EventSink,
+        route: _CancelRoute,
+    ) -> AgentTurn:
         sink.emit_all(core.start())
         while True:
             await trio.lowlevel.checkpoint_if_cancelled()
@@ -385,7 +426,7 @@ class AgentSession:
             if not plan:
                 break
             for item in plan:
-                await self._resolve_call(core, turn, sink, item)
+                await self._resolve_call(core, turn, sink, item, route)
             core.finish_batch()
         result, events = core.commit()
         sink.emit_all(events)
@@ -399,7 +440,12 @@ class AgentSession:
                 sink.emit_all(core.on_model_event(event))
 
     async def _resolve_call(
-        self, core: TurnCore, turn: ActorNursery, sink: _EventSink, item: PlannedCall
+        self,
+        core: TurnCore,
+        turn: ActorNursery,
+        sink: _EventSink,
+        item: PlannedCall,
+        route: _CancelRoute,
     ) -> None:
         call = item.call
         if item.immediate is not None or item.tool is None:
@@ -448,6 +494,7 @@ class AgentSession:
             name=call.name,
             policy=_RUNTIME_POLICY[entry.policy],
         )
+        route.running = running
         try:
             output = await running.result()
         except trio.Cancelled:
@@ -459,7 +506,14 @@ class AgentSession:
             raise
         except Exception as exc:
             output = _as_output(call.name, None, exc)
+        finally:
+            route.running = None
         sink.emit_all(core.record_result(call.id, output, executed=True))
+        if route.cancelled:
+            # AgentCancellation arrived while the tool ran and was routed to the tool
+            # alone; with its one result recorded, the turn now ends as cancelled.
+            route.scope.cancel()
+            await trio.lowlevel.checkpoint_if_cancelled()
 
     async def _approval_job(self, ctx: ActorContext, context: ApprovalContext) -> ApprovalDecision:
         try:
@@ -506,7 +560,7 @@ class AgentSession:
     ) -> BaseException:
         """Resolve the failed turn's history and return the exception to raise."""
         resolution = core.abort()
-        self._commit(resolution.messages)
+        self._commit(resolution.messages, core.size)
         if sink.failure is not None:
             if fallible:
                 failure: BaseException = EventConsumerError(
