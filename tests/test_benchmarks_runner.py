@@ -150,10 +150,12 @@ def test_rows_survive_the_trip_from_a_child() -> None:
 def test_harness_rows_without_competitors_are_skipped_with_the_reason() -> None:
     from benchmarks import harness
 
-    def latency(seconds: float) -> harness.CancelLatency:
+    def latency(seconds: float, stopped: float | None = None) -> harness.CancelLatency:
         measured = harness.CancelLatency()
         measured.samples.extend([seconds] * 10)
         measured.slowest.append(seconds)
+        if stopped is not None:
+            measured.stopped.extend([stopped] * 10)
         return measured
 
     settings = harness.parse_settings(["--quick"])
@@ -168,15 +170,28 @@ def test_harness_rows_without_competitors_are_skipped_with_the_reason() -> None:
         {0: 600.0},
         [60_000.0],
         {0: [30_000.0], 100: [40_000.0]},
-        (latency(0.03), latency(0.02), latency(0.004), latency(0.0005)),
+        (latency(0.03, 0.0015), latency(0.02, 0.01), latency(0.004), latency(0.0005)),
         harness.MemoryResult(3.0, 0, 0),
     )
     rows = harness.summary_rows(measured)
-    assert [row.met for row in rows] == ["skipped", "skipped", "yes", "no", "no", "yes"]
+    assert [row.met for row in rows] == [
+        "skipped",
+        "skipped",
+        "yes",
+        "yes",
+        "no",
+        "no",
+        "no",
+        "yes",
+    ]
     assert rows[0].emelex == "600"
     assert rows[0].note == "competitors not installed: run `...`"
     assert rows[2].ratio == "1.50x speed"
-    assert rows[3].emelex == "30.00 ms"
+    # Tools stopped (AgentCancellation, then CancelScope), then every run_turn raised.
+    assert rows[3].emelex == "1.50 ms"
+    assert rows[3].ratio == "0.38x time"
+    assert rows[4].emelex == "10.00 ms"
+    assert rows[5].emelex == "30.00 ms"
 
     competitors[1].rounds_us.append(6_000.0)
     competitors[1].version = "1.2"
