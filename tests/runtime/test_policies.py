@@ -143,10 +143,10 @@ def check(
     # AWAIT_COMPLETION, or FINISH_ONCE_STARTED after its start point: one terminal result.
     assert call.finished and not call.dropped
     if plan.cooperative:
-        # The child sees the signal at its next step boundary and stops there.
-        # A cancellation issued before the child first ran is signalled after the child's
-        # first check (the child was scheduled first), so its first chance is after step 0.
-        boundaries = ends if cancel_at < 0 else [0.0, *ends]
+        # The child sees the signal at its next step boundary and stops there. The policy
+        # is applied inside the owner's cancellation (its wait's abort function), so a
+        # cancellation issued before the child first ran is seen at the child's first check.
+        boundaries = [0.0, *ends]
         stop = next((b for b in boundaries if b >= effective and (b < total)), total)
         if plan.policy is CancellationPolicy.FINISH_ONCE_STARTED:
             stop = max(stop, start_time)
@@ -225,3 +225,68 @@ async def test_result_waits_are_checkpoints(autojump_clock: object) -> None:
         call = turn.call(instant, kind="tool", name="i")
         with trio.testing.assert_checkpoints():
             assert await call.result() == 7
+
+
+@pytest.mark.parametrize(
+    "policy", [CancellationPolicy.AWAIT_COMPLETION, CancellationPolicy.FINISH_ONCE_STARTED]
+)
+async def test_owner_cancellation_signals_the_child_inside_cancel(
+    policy: CancellationPolicy,
+) -> None:
+    # The policy is applied by the owner's abort function, inside CancelScope.cancel():
+    # the child is signalled before any other task has run.
+    async def listener(ctx: ActorContext) -> str:
+        await ctx.start_point()
+        await ctx.wait_cancel_requested()
+        return "stopped"
+
+    async with open_supervisor("s") as sup:
+        with trio.fail_after(5), trio.CancelScope() as owner_scope:
+            async with sup.open_actor("turn", "t") as turn:
+                call = turn.call(listener, kind="tool", name="l", policy=policy)
+
+                async def cancel_owner() -> None:
+                    await trio.testing.wait_all_tasks_blocked()
+                    assert not call.actor.cancel_requested
+                    owner_scope.cancel()
+                    assert call.actor.cancel_requested
+                    assert call.actor.state is ActorState.FINISHING
+
+                async with trio.open_nursery() as helper:
+                    helper.start_soon(cancel_owner)
+                    await call.result()
+        assert owner_scope.cancelled_caught
+        assert call.value == "stopped"
+
+
+async def test_a_failing_cancel_callback_surfaces_from_result() -> None:
+    class Boom(Exception):
+        pass
+
+    def explode() -> None:
+        raise Boom("callback failed")
+
+    release = trio.Event()
+
+    async def listener(ctx: ActorContext) -> str:
+        await ctx.start_point()
+        ctx.on_cancel_requested(explode)
+        await release.wait()  # shielded past its start point: ends only when released
+        return "released"
+
+    async with open_supervisor("s") as sup:
+        with trio.fail_after(5), trio.CancelScope() as owner_scope:
+            async with sup.open_actor("turn", "t") as turn:
+                call = turn.call(
+                    listener, kind="tool", name="l", policy=CancellationPolicy.FINISH_ONCE_STARTED
+                )
+
+                async def cancel_owner() -> None:
+                    await trio.testing.wait_all_tasks_blocked()
+                    owner_scope.cancel()  # must not raise here, inside Trio's cancel
+                    release.set()  # (this task is cancelled too: no checkpoint before it)
+
+                with pytest.RaisesGroup(Boom, allow_unwrapped=True, flatten_subgroups=True):
+                    async with trio.open_nursery() as helper:
+                        helper.start_soon(cancel_owner)
+                        await call.result()

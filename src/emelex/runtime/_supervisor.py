@@ -454,11 +454,13 @@ class ActorCall(Generic[T]):
     """
 
     __slots__ = (
+        "_abort_error",
         "_ctx",
         "_done",
         "_error",
         "_scope",
         "_value",
+        "_waiter",
         "actor",
         "dropped",
         "finished",
@@ -478,6 +480,8 @@ class ActorCall(Generic[T]):
         self.dropped = False
         self._value: T | None = None
         self._error: Exception | None = None
+        self._waiter: trio.lowlevel.Task | None = None
+        self._abort_error: BaseException | None = None
 
     @property
     def value(self) -> T | None:
@@ -510,15 +514,21 @@ class ActorCall(Generic[T]):
                 self.dropped = True
                 actor.state = ActorState.DONE
             self._done.set()
+            waiter, self._waiter = self._waiter, None
+            if waiter is not None:
+                trio.lowlevel.reschedule(waiter)
             self._ctx.supervisor.close_actor(actor)
+
+    def _drops_on_cancel(self) -> bool:
+        policy = self.policy
+        return policy is CancellationPolicy.DROP or (
+            policy is CancellationPolicy.FINISH_ONCE_STARTED and not self._ctx.past_start_point
+        )
 
     def _owner_cancelled(self) -> None:
         if self._done.is_set():
             return
-        policy = self.policy
-        if policy is CancellationPolicy.DROP or (
-            policy is CancellationPolicy.FINISH_ONCE_STARTED and not self._ctx.past_start_point
-        ):
+        if self._drops_on_cancel():
             self.actor.state = ActorState.CANCELLING
             self.actor.cancel_requested = True
             self._scope.cancel()
@@ -535,6 +545,35 @@ class ActorCall(Generic[T]):
         call's error; a checkpoint."""
         await self._done.wait()
 
+    async def _wait_done(self) -> None:
+        """Wait until the child has ended; a checkpoint.
+
+        Not ``Event.wait``: Trio calls this wait's abort function synchronously inside
+        the ``CancelScope.cancel()`` that cancels the owner. A child the policy keeps
+        running (AWAIT_COMPLETION, or FINISH_ONCE_STARTED past its start point) is
+        signalled right there, so it hears of the cancellation in the same scheduler
+        pass instead of after its owner task is next scheduled.
+        """
+        if self._done.is_set():
+            await trio.lowlevel.checkpoint()
+            return
+        if self._waiter is not None:
+            raise RuntimeError(f"{self.actor.describe()} already has a task awaiting result()")
+        self._waiter = trio.lowlevel.current_task()
+
+        def abort(_raise_cancel: Any) -> trio.lowlevel.Abort:
+            self._waiter = None
+            if self._drops_on_cancel():
+                return trio.lowlevel.Abort.SUCCEEDED  # result() drops it, as always
+            try:
+                self._owner_cancelled()
+            except BaseException as exc:
+                # An abort function must not raise: result() raises it instead.
+                self._abort_error = exc
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
+
     async def result(self) -> T:
         """Wait for the result and return it (or raise the call's error).
 
@@ -543,9 +582,12 @@ class ActorCall(Generic[T]):
         call was dropped by :meth:`cancel`.
         """
         try:
-            await self._done.wait()
-        except trio.Cancelled:
-            self._owner_cancelled()
+            await self._wait_done()
+        except trio.Cancelled as cancelled:
+            error, self._abort_error = self._abort_error, None
+            if error is not None:
+                raise error from cancelled
+            self._owner_cancelled()  # idempotent; applies it when the wait was a checkpoint
             with trio.CancelScope(shield=True):
                 await self._done.wait()
             raise
