@@ -36,9 +36,14 @@ FILLER = "".join(f"filler line {i:06d} " + "x" * 80 + "\n" for i in range(2000))
 def content(k):
     return f"<{k}>\n" + FILLER + f"<{k}>\n"
 
+def say(line):
+    # One write(2) per line: print() may write a line in pieces, and a SIGKILL between
+    # them would leave half a line ("ack 1" with no newline) in the pipe.
+    os.write(1, (line + "\n").encode())
+
 def work(root):
     ws = Workspace.open(root)
-    print("ready", os.getpid(), flush=True)
+    say(f"ready {os.getpid()}")
     k = 0
     while True:
         if k % 2 == 0:
@@ -46,7 +51,7 @@ def work(root):
         else:
             edit_file(ws, "data.txt", f"<{k}>", f"<{k + 1}>", count=2)
         k += 1
-        print("ack", k, flush=True)
+        say(f"ack {k}")
 
 for line in sys.stdin:
     pid = os.fork()
@@ -56,7 +61,7 @@ for line in sys.stdin:
         finally:
             os._exit(1)
     _, status = os.waitpid(pid, 0)
-    print("done", status, flush=True)
+    say(f"done {status}")
 """
 
 
@@ -92,7 +97,7 @@ def test_sigkill_never_leaves_a_partial_file(tmp_path: Path) -> None:
             while True:
                 line = helper.stdout.readline()
                 fields = line.split()
-                # Name the line if the protocol ever breaks (seen once in CI, not reproduced).
+                # Name the line if the protocol ever breaks.
                 assert len(fields) == 2, f"trial {trial}: unexpected helper line {line!r}"
                 word, number = fields
                 if word == "done":
