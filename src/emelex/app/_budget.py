@@ -58,7 +58,7 @@ from emelex.model import (
     ToolDefinition,
     Usage,
 )
-from emelex.tools import ToolCancellationPolicy, ToolInvocation, ToolOutput
+from emelex.tools._function import FunctionTool
 
 #: Default context budget of the worker presets, in estimated tokens.
 DEFAULT_CONTEXT_TOKENS: Final = 32_768
@@ -523,33 +523,20 @@ _NO_ARGUMENTS: Final[Mapping[str, Any]] = {
 }
 
 
-class CheckBudgetTool:
+def check_budget_tool(meter: BudgetMeter) -> FunctionTool:
     """``check_budget``: the session's spent and remaining tokens and model calls, and
     the size of the last request against the context budget. No host effects."""
 
-    def __init__(self, meter: BudgetMeter) -> None:
-        self._meter = meter
-        self._definition = ToolDefinition(
-            "check_budget",
-            "Report the tokens and model calls this session has used and what remains of "
-            "its budget, and how full the context is. Takes no arguments.",
-            dict(_NO_ARGUMENTS),
-        )
+    async def report(arguments: Mapping[str, Any]) -> str:
+        return meter.snapshot().describe()
 
-    @property
-    def definition(self) -> ToolDefinition:
-        return self._definition
-
-    @property
-    def cancellation_policy(self) -> ToolCancellationPolicy:
-        return ToolCancellationPolicy.FINISH_ONCE_STARTED
-
-    def approval_reason(self, arguments: Mapping[str, Any]) -> str | None:
-        return None
-
-    async def invoke(self, invocation: ToolInvocation) -> ToolOutput:
-        await trio.lowlevel.checkpoint()
-        return ToolOutput(self._meter.snapshot().describe())
+    return FunctionTool(
+        "check_budget",
+        "Report the tokens and model calls this session has used and what remains of "
+        "its budget, and how full the context is. Takes no arguments.",
+        dict(_NO_ARGUMENTS),
+        report,
+    )
 
 
 BUDGET_SECTION: Final = (
@@ -568,7 +555,7 @@ __all__ = [
     "BudgetMeter",
     "BudgetUsage",
     "BudgetedModel",
-    "CheckBudgetTool",
+    "check_budget_tool",
     "ContextBudget",
     "UsageBudget",
     "fit_messages",

@@ -23,7 +23,7 @@ from emelex.app._budget import (
     BudgetedModel,
     BudgetMeter,
     BudgetUsage,
-    CheckBudgetTool,
+    check_budget_tool,
 )
 from emelex.app._capabilities import (
     BuiltinCapability,
@@ -433,7 +433,7 @@ class SessionStarter:
             assembly.add(ReadTasksTool(board), "the task tools")
             assembly.prompt.append(TASKS_SECTION)
         if meter is not None and harness.usage_budget is not None:
-            assembly.add(CheckBudgetTool(meter), "the budget tool")
+            assembly.add(check_budget_tool(meter), "the budget tool")
             assembly.prompt.append(BUDGET_SECTION)
         for capability in agent.capabilities:
             if isinstance(capability, CapabilityPackage):
