@@ -77,6 +77,22 @@ def _parser() -> argparse.ArgumentParser:
     supervise.add_argument("--startup-timeout", type=float, default=30.0)
     supervise.add_argument("program", nargs=argparse.REMAINDER)
 
+    demo = commands.add_parser(
+        "demo",
+        help="one guided agent turn on the packaged model: tool calls, an approval, an answer",
+    )
+    demo.add_argument("prompt", nargs="?", help="the prompt (default: asks about todo.txt)")
+    demo.add_argument("--model", help="llama:PATH or openai:MODEL instead of the packaged Gemma")
+    demo.add_argument("--base-url", help="server for openai:MODEL")
+    demo.add_argument("--workspace", help="use this directory instead of a fresh demo folder")
+    demo.add_argument(
+        "--max-tokens", type=int, default=128, help="most tokens per tool-call round (default 128)"
+    )
+    demo.add_argument("--no-tree", action="store_true", help="do not print the actor tree")
+    demo.add_argument(
+        "--no-input", action="store_true", help="never ask on the terminal; approve with a note"
+    )
+
     from emelex.cli._agents import add_agents_parser
 
     add_agents_parser(commands)
@@ -111,6 +127,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from emelex.cli._sessions import sessions_command
 
             return trio.run(sessions_command, args)
+        if args.command == "demo":
+            from emelex.cli._demo import DEFAULT_PROMPT, demo_command
+
+            args.prompt = args.prompt or DEFAULT_PROMPT
+            return demo_command(args)
         if args.command == "agents":
             from emelex.cli._agents import agents_command
 

@@ -39,6 +39,8 @@ from emelex.model._options import (
     GenerationOptions,
     Reasoning,
     ReasoningMode,
+    ToolChoice,
+    ToolChoiceMode,
     Unset,
 )
 from emelex.model._protocol import AgentModel, GenerationStream
@@ -61,6 +63,8 @@ __all__ = [
     "Unset",
     "Reasoning",
     "ReasoningMode",
+    "ToolChoice",
+    "ToolChoiceMode",
     "GenerationOptions",
     "GenerationRequest",
     # events and responses

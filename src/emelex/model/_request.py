@@ -10,7 +10,7 @@ import attrs
 from emelex.model._checks import tuple_of
 from emelex.model._errors import InvalidRequest
 from emelex.model._messages import Message
-from emelex.model._options import GenerationOptions
+from emelex.model._options import GenerationOptions, ToolChoice
 
 
 def _check_name(_instance: Any, _attribute: Any, value: Any) -> None:
@@ -71,8 +71,9 @@ def _check_options(_instance: Any, _attribute: Any, value: Any) -> None:
 class GenerationRequest:
     """One call to a model: a non-empty conversation, the tools it may call and options.
 
-    Sequences are stored as tuples. An empty conversation, a non-``Message`` item, or
-    two tools with the same name raise :class:`InvalidRequest`.
+    Sequences are stored as tuples. An empty conversation, a non-``Message`` item, two
+    tools with the same name, or a ``tool_choice`` that forces a call of a tool not
+    offered raise :class:`InvalidRequest`.
     """
 
     messages: tuple[Message, ...] = attrs.field(converter=_to_messages)
@@ -80,3 +81,11 @@ class GenerationRequest:
     options: GenerationOptions = attrs.field(
         factory=GenerationOptions, kw_only=True, validator=_check_options
     )
+
+    def __attrs_post_init__(self) -> None:
+        choice = self.options.tool_choice
+        if isinstance(choice, ToolChoice) and choice.forces_call:
+            if not self.tools:
+                raise InvalidRequest(f"tool_choice {choice!r} needs at least one offered tool")
+            if choice.name is not None and all(tool.name != choice.name for tool in self.tools):
+                raise InvalidRequest(f"tool_choice names {choice.name!r}, which is not offered")

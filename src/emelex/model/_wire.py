@@ -57,7 +57,7 @@ from emelex.model._messages import (
     ToolCall,
     VideoPart,
 )
-from emelex.model._options import UNSET, GenerationOptions, Reasoning, Unset
+from emelex.model._options import UNSET, GenerationOptions, Reasoning, ToolChoice, Unset
 from emelex.model._request import GenerationRequest, ToolDefinition
 
 T = TypeVar("T")
@@ -301,6 +301,18 @@ def _structure_reasoning_option(value: object, _: object) -> Reasoning:
 
 _converter.register_structure_hook(Reasoning | Unset, _structure_reasoning_option)
 _converter.register_unstructure_hook(Reasoning | Unset, _converter.get_unstructure_hook(Reasoning))
+_register(ToolChoice)
+
+
+def _structure_tool_choice_option(value: object, _: object) -> ToolChoice:
+    # Like reasoning: UNSET is omitted on the wire, so a present value is a ToolChoice.
+    return _converter.structure(value, ToolChoice)
+
+
+_converter.register_structure_hook(ToolChoice | Unset, _structure_tool_choice_option)
+_converter.register_unstructure_hook(
+    ToolChoice | Unset, _converter.get_unstructure_hook(ToolChoice)
+)
 _register(GenerationOptions)
 _register(ToolDefinition)
 _register(GenerationRequest)

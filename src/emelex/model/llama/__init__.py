@@ -10,6 +10,7 @@ in a :class:`~emelex.Client`.
 :func:`write_tiny_gguf` writes a tiny random-weight model for tests and examples.
 """
 
+from emelex.model._options import ToolChoice
 from emelex.model.llama._errors import (
     ContextOverflow,
     GenerationFailed,
@@ -19,7 +20,7 @@ from emelex.model.llama._errors import (
 )
 from emelex.model.llama._grammar import ToolGrammar, schema_grammar, tool_call_grammar
 from emelex.model.llama._metadata import GgufMetadata, read_gguf_metadata
-from emelex.model.llama._model import LlamaModel, LlamaStream, ToolChoice
+from emelex.model.llama._model import LlamaModel, LlamaStream
 from emelex.model.llama._native import GenerationReport, Performance
 from emelex.model.llama._output import OutputParser, ParsedOutput
 from emelex.model.llama._tiny import TINY_CHAT_TEMPLATE, write_tiny_gguf

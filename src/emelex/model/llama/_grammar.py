@@ -312,11 +312,13 @@ def tool_call_grammar(
     think: ThinkMarkers | None = None,
     starts_in_reasoning: bool = False,
     required: bool = False,
+    single: bool = False,
 ) -> ToolGrammar:
     """The grammar for calls of ``tools`` in ``family``'s markup.
 
     With ``required`` the grammar applies from the first token of the answer (the model
-    must call a tool); otherwise it is lazy and free text stays possible. Raises
+    must call a tool); otherwise it is lazy and free text stays possible. With
+    ``single`` exactly one call is allowed (the answer ends after it). Raises
     :class:`GrammarError` for :attr:`ToolCallFamily.NONE` or when no tools are given.
     """
     if family is ToolCallFamily.NONE:
@@ -335,10 +337,11 @@ def tool_call_grammar(
     triggers: tuple[str, ...]
     if family is ToolCallFamily.HERMES:
         block = builder.add("block", f'"<tool_call>" ws {call} ws "</tool_call>"')
-        root = f"{block} ( ws {block} )*"
+        root = block if single else f"{block} ( ws {block} )*"
         triggers = (rf"{skip}[\s\S]*?(<tool_call>)[\s\S]*",)
     elif family is ToolCallFamily.MISTRAL:
-        root = f'"[TOOL_CALLS]" ws "[" ws {call} ( ws "," ws {call} )* ws "]"'
+        more = "" if single else f' ( ws "," ws {call} )*'
+        root = f'"[TOOL_CALLS]" ws "[" ws {call}{more} ws "]"'
         triggers = (rf"{skip}[\s\S]*?(\[TOOL_CALLS\])[\s\S]*",)
     else:
         root = f'"<|python_tag|>"? {call}'
@@ -351,3 +354,26 @@ def tool_call_grammar(
         else:
             triggers = ()
     return ToolGrammar(builder.render(root), triggers)
+
+
+def answer_grammar(
+    schema: Mapping[str, Any],
+    *,
+    think: ThinkMarkers | None = None,
+    starts_in_reasoning: bool = False,
+) -> ToolGrammar:
+    """A grammar that makes the whole text answer one JSON value of ``schema``.
+
+    It applies from the first token, or, when the prompt opens a reasoning block, from
+    the end of that block (reasoning stays free). Raises :class:`GrammarError` for a
+    schema the grammar builder cannot express.
+    """
+    builder = _Builder(schema, "a")
+    root = builder.schema(schema, "answer")
+    if think is not None and starts_in_reasoning:
+        builder.primitive("ws")
+        return ToolGrammar(
+            builder.render(f"{gbnf_literal(think.close)} ws {root}"),
+            (rf"[\s\S]*?({re.escape(think.close)})[\s\S]*",),
+        )
+    return ToolGrammar(builder.render(root), ())

@@ -17,9 +17,10 @@ import trio
 from emelex.model._capabilities import Capabilities
 from emelex.model._errors import InvalidRequest, ModelError
 from emelex.model._events import Completed, GenerationEvent, Progress, Response, Usage
-from emelex.model._request import GenerationRequest
+from emelex.model._options import UNSET, ToolChoice
+from emelex.model._request import GenerationRequest, ToolDefinition
 from emelex.model.llama._errors import GrammarError, ModelNotOpen
-from emelex.model.llama._grammar import ToolGrammar, tool_call_grammar
+from emelex.model.llama._grammar import ToolGrammar, answer_grammar, tool_call_grammar
 from emelex.model.llama._metadata import GgufMetadata, read_gguf_metadata
 from emelex.model.llama._native import (
     AbortFlag,
@@ -52,8 +53,6 @@ from emelex.runtime import (
     WorkerJobAborted,
     open_dedicated_worker,
 )
-
-ToolChoice = Literal["auto", "required"]
 
 _DEFAULT_MAX_CONTEXT: Final = 8192
 
@@ -116,7 +115,10 @@ class LlamaModel:
     cores and all of them), ``n_batch`` (prompt tokens per decode, which is also the
     progress granularity), ``n_gpu_layers``. ``tool_grammar`` (default on) constrains
     proposed tool calls with a grammar built from the tools' schemas;
-    ``tool_choice="required"`` makes every answer a tool call when tools are offered.
+    ``tool_choice`` is the default for requests whose options leave it unset: ``"auto"``,
+    ``"required"`` (every answer is a tool call when tools are offered) or ``"none"``; a
+    request's ``GenerationOptions.tool_choice`` (also ``ToolChoice.tool(name)``) wins.
+    A request's ``output_schema`` constrains the text answer to that JSON Schema.
     Sampling options a request leaves unset follow llama.cpp's defaults (temperature
     0.8, top-k 40, top-p 0.95, min-p 0.05, a random seed); temperature 0 is greedy.
     """
@@ -132,7 +134,7 @@ class LlamaModel:
         n_batch: int = 512,
         n_gpu_layers: int = 0,
         tool_grammar: bool = True,
-        tool_choice: ToolChoice = "auto",
+        tool_choice: ToolChoice | Literal["auto", "required", "none"] = "auto",
         queue_capacity: int = 8,
         emit_capacity: int = 1024,
         batch_interval: float = 0.001,
@@ -151,8 +153,13 @@ class LlamaModel:
             raise InvalidRequest(f"batch_interval must be a number, got {batch_interval!r}")
         if not 0 <= batch_interval <= 1:
             raise InvalidRequest(f"batch_interval must be in [0, 1] seconds, got {batch_interval}")
-        if tool_choice not in ("auto", "required"):
-            raise InvalidRequest(f"tool_choice must be 'auto' or 'required', got {tool_choice!r}")
+        if isinstance(tool_choice, str) and tool_choice in ("auto", "required", "none"):
+            tool_choice = ToolChoice(tool_choice)
+        if not isinstance(tool_choice, ToolChoice) or tool_choice.name is not None:
+            raise InvalidRequest(
+                f"tool_choice must be 'auto', 'required' or 'none', got {tool_choice!r} "
+                "(force one tool per request with GenerationOptions(tool_choice=...))"
+            )
         threads, threads_batch = _default_threads()
         context = n_ctx or min(metadata.context_length or 4096, _DEFAULT_MAX_CONTEXT)
         self._path = path
@@ -283,26 +290,58 @@ class LlamaModel:
         await self._require_open().run(reset_cache, name="llama.clear_cache")
 
     # -- generation -------------------------------------------------------------------------
-    def _grammar(self, request: GenerationRequest, opens_reasoning: bool) -> ToolGrammar | None:
-        if not request.tools or not self._tool_grammar:
+    def _choice(self, request: GenerationRequest) -> ToolChoice:
+        """The request's tool choice, else this model's default; NONE without tools."""
+        if not request.tools:
+            return ToolChoice.NONE
+        choice = request.options.tool_choice
+        return self._tool_choice if choice is UNSET else choice
+
+    def _grammar(
+        self, request: GenerationRequest, choice: ToolChoice, opens_reasoning: bool
+    ) -> ToolGrammar | None:
+        schema = request.options.output_schema
+        if schema is not None:
+            if choice.mode != "none":
+                raise GrammarError(
+                    "output_schema with tools needs tool_choice=ToolChoice.NONE on the "
+                    "native backend (the answer grammar and the tool-call grammar are "
+                    "not combined)"
+                )
+            return answer_grammar(
+                schema, think=self._format.think, starts_in_reasoning=opens_reasoning
+            )
+        if choice.mode == "none" or not self._tool_grammar:
             return None
         family = self._format.tool_family
         if family is ToolCallFamily.NONE:
-            if self._tool_choice == "required":
+            if choice.forces_call:
                 raise GrammarError(
-                    "tool_choice='required' needs a chat template with known tool-call markup"
+                    f"tool_choice {choice!r} needs a chat template with known tool-call markup"
                 )
             return None
+        tools = request.tools
+        if choice.name is not None:
+            tools = tuple(
+                tool
+                if choice.arguments is None
+                else ToolDefinition(tool.name, tool.description, choice.arguments)
+                for tool in tools
+                if tool.name == choice.name
+            )
         return tool_call_grammar(
             family,
-            request.tools,
+            tools,
             think=self._format.think,
             starts_in_reasoning=opens_reasoning,
-            required=self._tool_choice == "required",
+            required=choice.forces_call,
+            # A named choice asks for that call, once (as OpenAI-compatible servers do).
+            single=choice.name is not None,
         )
 
     def _prepare(self, request: GenerationRequest) -> tuple[GenerationPlan, OutputParser]:
         options = request.options
+        choice = self._choice(request)
         rendered = self._format.render(request.messages, request.tools, reasoning=options.reasoning)
         sampling = Sampling()
         if options.temperature is not None:
@@ -319,13 +358,13 @@ class LlamaModel:
             abort=AbortFlag(),
             max_tokens=options.max_tokens,
             stop=options.stop,
-            grammar=self._grammar(request, rendered.opens_reasoning),
+            grammar=self._grammar(request, choice, rendered.opens_reasoning),
             think=self._format.think,
             starts_in_reasoning=rendered.opens_reasoning,
             reasoning_budget=budget,
         )
         parser = OutputParser(
-            family=self._format.tool_family if request.tools else ToolCallFamily.NONE,
+            family=self._format.tool_family if choice.mode != "none" else ToolCallFamily.NONE,
             think=self._format.think,
             in_reasoning=rendered.opens_reasoning,
         )

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TypeAlias
 
 from emelex.model._messages import AudioPart, ImagePart, Message, Part, TextPart, VideoPart
-from emelex.model._options import UNSET, Reasoning
+from emelex.model._options import UNSET, Reasoning, ToolChoice
 from emelex.model._request import GenerationRequest, ToolDefinition
 from emelex.model.openai._errors import UnsupportedContent
 
@@ -161,6 +161,13 @@ def tool_dict(tool: ToolDefinition) -> dict[str, Any]:
     }
 
 
+def tool_choice_value(choice: ToolChoice) -> str | dict[str, Any]:
+    """The ``tool_choice`` field of the Chat Completions API for ``choice``."""
+    if choice.name is not None:
+        return {"type": "function", "function": {"name": choice.name}}
+    return choice.mode
+
+
 def request_body(
     request: GenerationRequest,
     model: str,
@@ -201,6 +208,13 @@ def request_body(
         body["stop"] = list(options.stop)
     if options.reasoning is not UNSET:
         body.update(reasoning_fields(options.reasoning))
+    if options.tool_choice is not UNSET:
+        body["tool_choice"] = tool_choice_value(options.tool_choice)
+    if options.output_schema is not None:
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "answer", "schema": options.output_schema},
+        }
     if extra_body:
         body.update(extra_body)
     return body

@@ -1,0 +1,152 @@
+"""Per-request tool choice and answer schemas on the native backend (tiny model): the
+grammar makes the outcome hold by construction, whatever the random weights prefer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import trio
+
+from emelex.model import (
+    Completed,
+    GenerationOptions,
+    GenerationRequest,
+    InvalidRequest,
+    Message,
+    Reasoning,
+    ToolChoice,
+    ToolDefinition,
+)
+from emelex.model.llama import GrammarError, LlamaModel
+
+LOOKUP = ToolDefinition(
+    "lookup",
+    "Look a key up.",
+    {
+        "type": "object",
+        "properties": {"key": {"type": "string", "maxLength": 6}},
+        "required": ["key"],
+        "additionalProperties": False,
+    },
+)
+CLOCK = ToolDefinition(
+    "clock",
+    "Tell the time.",
+    {
+        "type": "object",
+        "properties": {"zone": {"enum": ["UTC", "CET"]}},
+        "required": ["zone"],
+        "additionalProperties": False,
+    },
+)
+ANSWER = {
+    "type": "object",
+    "properties": {"file": {"const": "todo.txt"}, "says": {"type": "string", "maxLength": 12}},
+    "required": ["file", "says"],
+    "additionalProperties": False,
+}
+
+
+def request(**options: Any) -> GenerationRequest:
+    merged = {"max_tokens": 96, "temperature": 0.0, "reasoning": Reasoning.OFF, **options}
+    return GenerationRequest(
+        [Message.user("What now?")], tools=[LOOKUP, CLOCK], options=GenerationOptions(**merged)
+    )
+
+
+async def complete(model: LlamaModel, req: GenerationRequest) -> Completed:
+    async with model.generate(req) as stream:
+        events = [event async for event in stream]
+    last = events[-1]
+    assert isinstance(last, Completed)
+    return last
+
+
+@pytest.fixture
+async def tiny(tiny_model: Path) -> Any:
+    async with LlamaModel(tiny_model, n_threads=1, n_threads_batch=1) as model:
+        yield model
+
+
+@pytest.mark.parametrize("name", ["lookup", "clock"])
+async def test_a_named_choice_forces_that_tool(tiny: LlamaModel, name: str) -> None:
+    with trio.fail_after(60):
+        done = await complete(tiny, request(tool_choice=ToolChoice.tool(name)))
+    calls = done.response.tool_calls
+    assert calls and {call.name for call in calls} == {name}
+    schema = (LOOKUP if name == "lookup" else CLOCK).parameters
+    for call in calls:
+        jsonschema.validate(call.arguments, schema)
+
+
+async def test_required_per_request_overrides_the_model_default(tiny: LlamaModel) -> None:
+    with trio.fail_after(60):
+        done = await complete(tiny, request(tool_choice=ToolChoice.REQUIRED))
+    assert done.response.tool_calls
+    assert {call.name for call in done.response.tool_calls} <= {"lookup", "clock"}
+
+
+async def test_none_parses_no_calls(tiny_model: Path) -> None:
+    # The model's own default forces calls; the request's NONE wins.
+    async with LlamaModel(tiny_model, n_threads=1, tool_choice="required") as model:
+        with trio.fail_after(60):
+            forced = await complete(model, request())
+            free = await complete(model, request(tool_choice="none"))
+    assert forced.response.tool_calls
+    assert free.response.tool_calls == ()
+
+
+async def test_output_schema_makes_the_answer_valid_json(tiny: LlamaModel) -> None:
+    with trio.fail_after(60):
+        done = await complete(tiny, request(tool_choice="none", output_schema=ANSWER))
+    assert done.response.tool_calls == ()
+    value = json.loads(done.response.text)
+    jsonschema.validate(value, ANSWER)
+    assert value["file"] == "todo.txt"
+
+
+async def test_output_schema_with_callable_tools_is_a_typed_error(tiny: LlamaModel) -> None:
+    with pytest.raises(GrammarError, match=r"ToolChoice\.NONE"):
+        await complete(tiny, request(output_schema=ANSWER))
+    # Without tools there is nothing to combine: the schema applies.
+    plain = GenerationRequest(
+        [Message.user("hi")],
+        options=GenerationOptions(max_tokens=64, temperature=0.0, output_schema=ANSWER),
+    )
+    with trio.fail_after(60):
+        done = await complete(tiny, plain)
+    jsonschema.validate(json.loads(done.response.text), ANSWER)
+
+
+def test_the_constructor_takes_only_unnamed_defaults(tiny_model: Path) -> None:
+    LlamaModel(tiny_model, tool_choice=ToolChoice.NONE)
+    with pytest.raises(InvalidRequest, match="force one tool per request"):
+        LlamaModel(tiny_model, tool_choice=ToolChoice.tool("lookup"))
+    with pytest.raises(InvalidRequest):
+        LlamaModel(tiny_model, tool_choice="sometimes")  # type: ignore[arg-type]
+
+
+async def test_a_named_choice_is_one_call(tiny: LlamaModel) -> None:
+    # Plenty of tokens: the grammar, not the budget, ends the answer after one call.
+    with trio.fail_after(60):
+        done = await complete(tiny, request(tool_choice=ToolChoice.tool("clock"), max_tokens=400))
+    assert len(done.response.tool_calls) == 1
+    assert done.response.finish_reason == "tool_calls"
+
+
+async def test_a_named_choice_can_narrow_the_arguments(tiny: LlamaModel) -> None:
+    narrowed = {
+        "type": "object",
+        "properties": {"key": {"enum": ["alpha", "beta"]}},
+        "required": ["key"],
+        "additionalProperties": False,
+    }
+    choice = ToolChoice.tool("lookup", arguments=narrowed)
+    with trio.fail_after(60):
+        done = await complete(tiny, request(tool_choice=choice))
+    (call,) = done.response.tool_calls
+    assert call.name == "lookup" and call.arguments["key"] in ("alpha", "beta")
