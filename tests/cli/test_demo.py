@@ -18,6 +18,7 @@ from emelex.cli._demo import (
     listed_files,
     plan_round,
 )
+from emelex.cli._models import gemma_path
 from emelex.model import (
     GenerationOptions,
     GenerationRequest,
@@ -140,11 +141,12 @@ def test_only_the_latest_user_message_counts() -> None:
     assert plan_round(request).stage == "list"
 
 
-def test_the_demo_runs_a_real_agent_turn_on_gemma(gemma_model: Path, tmp_path: Path) -> None:
+def test_the_demo_runs_a_real_agent_turn_on_gemma(tmp_path: Path) -> None:
     """The README's first command: real Gemma, real tools, an approval, an answer."""
+    assert gemma_path().is_file()  # the packaged model (a failure names the package)
     environment = {**os.environ, "EMELEX_HOME": str(tmp_path / "home")}
     completed = subprocess.run(
-        [sys.executable, "-m", "emelex", "demo", "--no-input"],
+        [sys.executable, "-m", "emelex.cli", "demo", "--no-input"],
         capture_output=True,
         text=True,
         timeout=600,
