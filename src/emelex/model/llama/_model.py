@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import logging
 import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
@@ -18,6 +19,12 @@ from emelex.model._capabilities import Capabilities
 from emelex.model._errors import InvalidRequest, ModelError
 from emelex.model._events import Completed, GenerationEvent, Progress, Response, Usage
 from emelex.model._request import GenerationRequest
+from emelex.model.llama._buffers import (
+    BufferVerdict,
+    ExtraBuffers,
+    check_mode,
+    choose_extra_buffers,
+)
 from emelex.model.llama._errors import GrammarError, ModelNotOpen
 from emelex.model.llama._grammar import ToolGrammar, tool_call_grammar
 from emelex.model.llama._metadata import GgufMetadata, read_gguf_metadata
@@ -54,6 +61,8 @@ from emelex.runtime import (
 )
 
 ToolChoice = Literal["auto", "required"]
+
+logger = logging.getLogger("emelex.model.llama")
 
 _DEFAULT_MAX_CONTEXT: Final = 8192
 
@@ -117,6 +126,10 @@ class LlamaModel:
     progress granularity), ``n_gpu_layers``. ``tool_grammar`` (default on) constrains
     proposed tool calls with a grammar built from the tools' schemas;
     ``tool_choice="required"`` makes every answer a tool call when tools are offered.
+    ``extra_buffers`` (``"auto"``, ``"on"``, ``"off"``) says whether weights may use
+    llama.cpp's extra CPU buffer types (repacked for faster kernels); ``"auto"`` follows
+    ``EMELEX_LLAMA_EXTRA_BUFFERS`` or a cached probe of this machine (see
+    :func:`choose_extra_buffers`), and :attr:`buffer_verdict` says what was chosen.
     Sampling options a request leaves unset follow llama.cpp's defaults (temperature
     0.8, top-k 40, top-p 0.95, min-p 0.05, a random seed); temperature 0 is greedy.
     """
@@ -133,6 +146,7 @@ class LlamaModel:
         n_gpu_layers: int = 0,
         tool_grammar: bool = True,
         tool_choice: ToolChoice = "auto",
+        extra_buffers: ExtraBuffers = "auto",
         queue_capacity: int = 8,
         emit_capacity: int = 1024,
         batch_interval: float = 0.001,
@@ -153,6 +167,8 @@ class LlamaModel:
             raise InvalidRequest(f"batch_interval must be in [0, 1] seconds, got {batch_interval}")
         if tool_choice not in ("auto", "required"):
             raise InvalidRequest(f"tool_choice must be 'auto' or 'required', got {tool_choice!r}")
+        self._extra_buffers = check_mode(extra_buffers)
+        self._verdict: BufferVerdict | None = None
         threads, threads_batch = _default_threads()
         context = n_ctx or min(metadata.context_length or 4096, _DEFAULT_MAX_CONTEXT)
         self._path = path
@@ -207,11 +223,19 @@ class LlamaModel:
     def is_open(self) -> bool:
         return self._worker is not None
 
+    @property
+    def buffer_verdict(self) -> BufferVerdict | None:
+        """Whether the open model's weights may use llama.cpp's extra CPU buffer types,
+        who decided and why (None until the model was first opened)."""
+        return self._verdict
+
     # -- lifetime ---------------------------------------------------------------------------
     async def __aenter__(self) -> LlamaModel:
         """Load the model on a new dedicated worker thread.
 
-        Checkpoints. Raises :class:`ModelLoadError` when llama.cpp cannot load it and
+        Checkpoints. First decides the CPU buffer types (``extra_buffers``; with
+        ``"auto"`` the first model opened on a machine runs the probe, seconds, in a
+        child process). Raises :class:`ModelLoadError` when llama.cpp cannot load it and
         :class:`ModelError` when the model is already open. Loading cannot be
         interrupted: cancellation waits (shielded) for it to finish, then closes.
         """
@@ -220,10 +244,14 @@ class LlamaModel:
         self._opening = True
         stack = AsyncExitStack()
         try:
+            verdict = await choose_extra_buffers(self._extra_buffers)
+            logger.info("%s: %s", self._path.name, verdict.describe())
+            self._verdict = verdict
+            settings = attrs.evolve(self._settings, extra_buffers=verdict.extra_buffers)
             self._worker = await stack.enter_async_context(
                 open_dedicated_worker(
                     f"llama:{self._path.name}",
-                    setup=functools.partial(load_model, self._settings),
+                    setup=functools.partial(load_model, settings),
                     teardown=close_model,
                     queue_capacity=self._queue_capacity,
                     emit_capacity=self._emit_capacity,
