@@ -334,24 +334,37 @@ async def choose_extra_buffers(
     if value not in ("", "auto"):
         raw = os.environ[EXTRA_BUFFERS_ENV]
         raise InvalidRequest(f"{EXTRA_BUFFERS_ENV} must be 'on', 'off' or 'auto', got {raw!r}")
-    key = await trio.to_thread.run_sync(machine_key)
-    path = cache_file(key)
     if not refresh:
-        cached = await trio.to_thread.run_sync(read_cached, path, key)
+        key = await trio.to_thread.run_sync(machine_key)
+        cached = await trio.to_thread.run_sync(read_cached, cache_file(key), key)
         if cached is not None:
             return cached
-    verdict = await _probe_verdict()
+    verdict, _ = await probe_and_cache()
+    return verdict
+
+
+async def probe_and_cache() -> tuple[BufferVerdict, NativeCrash | BufferProbeFailed | None]:
+    """Run the probe now and cache its verdict (for ``emelex doctor --probe``).
+
+    Returns the verdict and, when the probe crashed or failed, the error it raised, so
+    a diagnostic can report it. Checkpoints; cancelling kills the probe and caches
+    nothing.
+    """
+    key = await trio.to_thread.run_sync(machine_key)
+    path = cache_file(key)
+    verdict, failure = await _probe_verdict()
     try:
         await trio.to_thread.run_sync(write_cached, path, key, verdict)
     except OSError as exc:  # the cache only saves time: go on without it
         logger.warning("cannot cache the buffer-type verdict in %s: %s", path, exc)
     else:
         verdict = attrs.evolve(verdict, cache_file=str(path))
-    return verdict
+    return verdict, failure
 
 
-async def _probe_verdict() -> BufferVerdict:
+async def _probe_verdict() -> tuple[BufferVerdict, NativeCrash | BufferProbeFailed | None]:
     logger.info("probing llama.cpp's extra CPU buffer types in a child process")
+    failure: NativeCrash | BufferProbeFailed
     try:
         report = await probe_extra_buffers()
     except NativeCrash as exc:
@@ -359,10 +372,11 @@ async def _probe_verdict() -> BufferVerdict:
             f"the probe was killed by {exc.signal_name} when it decoded with them, "
             "so models load without them"
         )
-        logger.warning("%s", exc)
+        failure = exc
     except BufferProbeFailed as exc:
         reason = f"the probe failed ({exc}), so models load without them"
-        logger.warning("%s", exc)
+        failure = exc
     else:
-        return _verdict_from_probe(report)
-    return BufferVerdict(extra_buffers=False, source="probe", reason=reason)
+        return _verdict_from_probe(report), None
+    logger.warning("%s", failure)
+    return BufferVerdict(extra_buffers=False, source="probe", reason=reason), failure
