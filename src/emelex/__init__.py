@@ -7,6 +7,8 @@ turns, approvals), :mod:`emelex.tools` (the tool protocol and built-in tools),
 the engine and harness presets) and :mod:`emelex.testing`.
 """
 
+import logging as _logging
+
 from emelex._errors import EmelexError, LimitExceeded, SerializationError
 from emelex._version import __version__
 from emelex.agent import (
@@ -114,3 +116,8 @@ __all__ = [
     "tool",
     "__version__",
 ]
+
+# A library stays silent unless the application configures logging (llama.cpp's own log
+# is routed into "emelex.model.llama"): without this, Python's last-resort handler would
+# print its warnings on stderr.
+_logging.getLogger("emelex").addHandler(_logging.NullHandler())

@@ -42,6 +42,12 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument("--json", action="store_true", help="print events as NDJSON")
         command.add_argument("--hide-reasoning", action="store_true")
         command.add_argument(
+            "--verbose",
+            action="store_true",
+            help="log emelex's and llama.cpp's messages (INFO) on stderr, e.g. the "
+            "CPU buffer types chosen",
+        )
+        command.add_argument(
             "--max-tokens",
             type=int,
             default=256,
@@ -93,10 +99,29 @@ def _parser() -> argparse.ArgumentParser:
         "--no-input", action="store_true", help="never ask on the terminal; approve with a note"
     )
 
+    doctor = commands.add_parser("doctor", help="check this installation, line by line")
+    doctor.add_argument("--json", action="store_true", help="print one JSON document")
+    doctor.add_argument(
+        "--probe",
+        action="store_true",
+        help="run llama.cpp's CPU buffer-type probe now (and cache its verdict)",
+    )
+
     from emelex.cli._agents import add_agents_parser
 
     add_agents_parser(commands)
     return parser
+
+
+def _log_to_stderr() -> None:
+    """--verbose: emelex's log (llama.cpp's warnings included) at INFO on stderr."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("\x1b[2m%(name)s: %(message)s\x1b[0m"))
+    root = logging.getLogger("emelex")
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -112,9 +137,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "sessions" and args.action != "list" and not args.id:
         print("emelex sessions: this action needs a session id", file=sys.stderr)
         return 2
+    if getattr(args, "verbose", False):
+        _log_to_stderr()
     from emelex.cli._models import ModelSpecError
 
     try:
+        if args.command == "doctor":
+            from emelex.cli._doctor import doctor_command
+
+            return trio.run(doctor_command, args)
         if args.command == "run":
             from emelex.cli._run import run_command
 

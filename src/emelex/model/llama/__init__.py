@@ -8,15 +8,29 @@ by a grammar built from the tools' JSON Schemas. ``Client.llama(path, ...)`` wra
 in a :class:`~emelex.Client`.
 
 :func:`write_tiny_gguf` writes a tiny random-weight model for tests and examples.
+
+CPU buffer types: ``LlamaModel(extra_buffers="auto"|"on"|"off")``. In ``"auto"`` mode
+:func:`choose_extra_buffers` decides from ``EMELEX_LLAMA_EXTRA_BUFFERS``, a cached verdict
+or :func:`probe_extra_buffers`, which tries llama.cpp's extra buffer types in a child
+process (a crash there becomes :class:`NativeCrash`, never a dead program).
 """
 
 from emelex.model._options import ToolChoice
+from emelex.model.llama._buffers import (
+    BufferVerdict,
+    ExtraBuffers,
+    ProbeReport,
+    choose_extra_buffers,
+    probe_extra_buffers,
+)
 from emelex.model.llama._errors import (
+    BufferProbeFailed,
     ContextOverflow,
     GenerationFailed,
     GrammarError,
     ModelLoadError,
     ModelNotOpen,
+    NativeCrash,
 )
 from emelex.model.llama._grammar import ToolGrammar, schema_grammar, tool_call_grammar
 from emelex.model.llama._metadata import GgufMetadata, read_gguf_metadata
@@ -28,9 +42,12 @@ from emelex.model.templates import ChatTemplateError, ChatTemplateMissing, Unsup
 
 __all__ = [
     "TINY_CHAT_TEMPLATE",
+    "BufferProbeFailed",
+    "BufferVerdict",
     "ChatTemplateError",
     "ChatTemplateMissing",
     "ContextOverflow",
+    "ExtraBuffers",
     "GenerationFailed",
     "GenerationReport",
     "GgufMetadata",
@@ -39,12 +56,16 @@ __all__ = [
     "LlamaStream",
     "ModelLoadError",
     "ModelNotOpen",
+    "NativeCrash",
     "OutputParser",
     "ParsedOutput",
     "Performance",
+    "ProbeReport",
     "ToolChoice",
     "ToolGrammar",
     "UnsupportedContent",
+    "choose_extra_buffers",
+    "probe_extra_buffers",
     "read_gguf_metadata",
     "schema_grammar",
     "tool_call_grammar",

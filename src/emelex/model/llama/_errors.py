@@ -46,3 +46,41 @@ class GenerationFailed(ModelError):
 class GrammarError(ModelError):
     """A tool-call grammar could not be built from the offered tools, or llama.cpp
     refused it."""
+
+
+class NativeCrash(ModelError):
+    """A child process running llama.cpp's native code was killed by a signal.
+
+    ``what`` says which child (e.g. the buffer-type probe), ``signal_number`` and
+    ``signal_name`` which signal (``SIGILL`` for an instruction the CPU refused). The
+    message names the workaround: load models without llama.cpp's extra CPU buffer
+    types (``LlamaModel(..., extra_buffers="off")`` or ``EMELEX_LLAMA_EXTRA_BUFFERS=off``).
+    """
+
+    def __init__(self, what: str, signal_number: int, *, detail: str = "") -> None:
+        import signal
+
+        try:
+            name = signal.Signals(signal_number).name
+        except ValueError:
+            name = f"signal {signal_number}"
+        message = (
+            f"{what} was killed by {name} inside llama.cpp's native code"
+            + (f" ({detail})" if detail else "")
+            + "; load models without the extra CPU buffer types: "
+            "LlamaModel(..., extra_buffers='off') or EMELEX_LLAMA_EXTRA_BUFFERS=off"
+        )
+        super().__init__(message)
+        self.what = what
+        self.signal_number = signal_number
+        self.signal_name = name
+
+
+class BufferProbeFailed(ModelError):
+    """The buffer-type probe child failed without a signal: it exited with an error,
+    printed no verdict, or did not finish in time (``detail`` holds the end of its
+    error output)."""
+
+    def __init__(self, message: str, *, detail: str = "") -> None:
+        super().__init__(message + (f": {detail}" if detail else ""))
+        self.detail = detail

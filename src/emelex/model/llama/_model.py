@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import logging
 import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
@@ -19,6 +20,12 @@ from emelex.model._errors import InvalidRequest, ModelError
 from emelex.model._events import Completed, GenerationEvent, Progress, Response, Usage
 from emelex.model._options import UNSET, ToolChoice
 from emelex.model._request import GenerationRequest, ToolDefinition
+from emelex.model.llama._buffers import (
+    BufferVerdict,
+    ExtraBuffers,
+    check_mode,
+    choose_extra_buffers,
+)
 from emelex.model.llama._errors import GrammarError, ModelNotOpen
 from emelex.model.llama._grammar import ToolGrammar, answer_grammar, tool_call_grammar
 from emelex.model.llama._metadata import GgufMetadata, read_gguf_metadata
@@ -53,6 +60,8 @@ from emelex.runtime import (
     WorkerJobAborted,
     open_dedicated_worker,
 )
+
+logger = logging.getLogger("emelex.model.llama")
 
 _DEFAULT_MAX_CONTEXT: Final = 8192
 
@@ -119,6 +128,10 @@ class LlamaModel:
     ``"required"`` (every answer is a tool call when tools are offered) or ``"none"``; a
     request's ``GenerationOptions.tool_choice`` (also ``ToolChoice.tool(name)``) wins.
     A request's ``output_schema`` constrains the text answer to that JSON Schema.
+    ``extra_buffers`` (``"auto"``, ``"on"``, ``"off"``) says whether weights may use
+    llama.cpp's extra CPU buffer types (repacked for faster kernels); ``"auto"`` follows
+    ``EMELEX_LLAMA_EXTRA_BUFFERS`` or a cached probe of this machine (see
+    :func:`choose_extra_buffers`), and :attr:`buffer_verdict` says what was chosen.
     Sampling options a request leaves unset follow llama.cpp's defaults (temperature
     0.8, top-k 40, top-p 0.95, min-p 0.05, a random seed); temperature 0 is greedy.
     """
@@ -135,6 +148,7 @@ class LlamaModel:
         n_gpu_layers: int = 0,
         tool_grammar: bool = True,
         tool_choice: ToolChoice | Literal["auto", "required", "none"] = "auto",
+        extra_buffers: ExtraBuffers = "auto",
         queue_capacity: int = 8,
         emit_capacity: int = 1024,
         batch_interval: float = 0.001,
@@ -160,6 +174,8 @@ class LlamaModel:
                 f"tool_choice must be 'auto', 'required' or 'none', got {tool_choice!r} "
                 "(force one tool per request with GenerationOptions(tool_choice=...))"
             )
+        self._extra_buffers = check_mode(extra_buffers)
+        self._verdict: BufferVerdict | None = None
         threads, threads_batch = _default_threads()
         context = n_ctx or min(metadata.context_length or 4096, _DEFAULT_MAX_CONTEXT)
         self._path = path
@@ -214,11 +230,19 @@ class LlamaModel:
     def is_open(self) -> bool:
         return self._worker is not None
 
+    @property
+    def buffer_verdict(self) -> BufferVerdict | None:
+        """Whether the open model's weights may use llama.cpp's extra CPU buffer types,
+        who decided and why (None until the model was first opened)."""
+        return self._verdict
+
     # -- lifetime ---------------------------------------------------------------------------
     async def __aenter__(self) -> LlamaModel:
         """Load the model on a new dedicated worker thread.
 
-        Checkpoints. Raises :class:`ModelLoadError` when llama.cpp cannot load it and
+        Checkpoints. First decides the CPU buffer types (``extra_buffers``; with
+        ``"auto"`` the first model opened on a machine runs the probe, seconds, in a
+        child process). Raises :class:`ModelLoadError` when llama.cpp cannot load it and
         :class:`ModelError` when the model is already open. Loading cannot be
         interrupted: cancellation waits (shielded) for it to finish, then closes.
         """
@@ -227,10 +251,14 @@ class LlamaModel:
         self._opening = True
         stack = AsyncExitStack()
         try:
+            verdict = await choose_extra_buffers(self._extra_buffers)
+            logger.info("%s: %s", self._path.name, verdict.describe())
+            self._verdict = verdict
+            settings = attrs.evolve(self._settings, extra_buffers=verdict.extra_buffers)
             self._worker = await stack.enter_async_context(
                 open_dedicated_worker(
                     f"llama:{self._path.name}",
-                    setup=functools.partial(load_model, self._settings),
+                    setup=functools.partial(load_model, settings),
                     teardown=close_model,
                     queue_capacity=self._queue_capacity,
                     emit_capacity=self._emit_capacity,

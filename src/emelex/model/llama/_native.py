@@ -133,6 +133,7 @@ class LoadSettings:
     n_threads_batch: int
     n_gpu_layers: int = 0
     use_mmap: bool = True
+    extra_buffers: bool = True  # llama.cpp's extra CPU buffer types (REPACK, AMX, ...)
 
 
 @attrs.frozen(kw_only=True)
@@ -244,6 +245,14 @@ class LoadedModel:
         model_params = lib.llama_model_default_params()
         model_params.n_gpu_layers = settings.n_gpu_layers
         model_params.use_mmap = settings.use_mmap
+        # A ctypes structure accepts any attribute name: setting a field the library
+        # lacks would silently do nothing.
+        if "use_extra_bufts" not in {name for name, *_ in type(model_params)._fields_}:
+            raise ModelLoadError(
+                "this llama-cpp-python cannot choose its CPU buffer types "
+                "(no use_extra_bufts): pip install 'llama-cpp-python>=0.3.36'"
+            )
+        model_params.use_extra_bufts = settings.extra_buffers
         model = lib.llama_model_load_from_file(os.fsencode(settings.path), model_params)
         if not model:
             raise ModelLoadError(f"llama.cpp could not load {settings.path}")
