@@ -118,6 +118,7 @@ def test_a_secret_read_still_asks_on_a_terminal(tmp_path: Path, world: dict[str,
         deadline = time.monotonic() + 60
         prompt = _read_until(master, b"[y/N]", deadline)
         assert b"Approve read_file?" in prompt and b".env" in prompt
+        assert b"--allow-workspace-reads does not cover it: .env looks like a secret" in prompt
         os.write(master, b"n\n")
         rest = _read_until(master, b"done", deadline)
         assert process.wait(timeout=30) == 0

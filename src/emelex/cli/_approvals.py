@@ -176,10 +176,15 @@ class TerminalApprovals:
         self.lines = lines
 
     async def decide(self, context: ApprovalContext) -> ApprovalDecision:
-        if await self.fallback.refusal(context) is None:
+        refusal = await self.fallback.refusal(context)
+        if refusal is None:
             return Approve()
+        note = ""
+        if self.fallback.workspace_reads and context.call.name in READ_TOOLS:
+            # Say why the flag the user passed did not settle it.
+            note = f"\n  \x1b[2m(--allow-workspace-reads does not cover it: {refusal})\x1b[0m"
         print(
-            f"\n\x1b[1mApprove {context.call.name}?\x1b[0m {context.reason}\n  [y/N] ",
+            f"\n\x1b[1mApprove {context.call.name}?\x1b[0m {context.reason}{note}\n  [y/N] ",
             end="",
             file=sys.stderr,
             flush=True,
