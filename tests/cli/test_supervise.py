@@ -199,3 +199,46 @@ def test_split_needs_a_terminal_and_a_program_must_exist(tmp_path: Path) -> None
     missing = run("supervise", "--", "no-such-program-xyz", cwd=tmp_path)
     assert missing.returncode == 127
     assert "program not found: no-such-program-xyz" in missing.stderr
+
+
+RESIZED_CHILD = """\
+import os
+import trio
+from emelex.runtime import open_supervisor
+
+async def main():
+    async with open_supervisor("app") as sup:
+        async with sup.open_actor("session", "demo"):
+            for i in range(40):
+                print(f"size {i} {os.get_terminal_size(1).lines}", flush=True)
+                await trio.sleep(0.05)
+
+trio.run(main)
+"""
+
+
+def test_split_follows_a_terminal_resize(tmp_path: Path) -> None:
+    program = tmp_path / "child.py"
+    program.write_text(RESIZED_CHILD)
+    terminal = Terminal()
+    process = start(terminal, ["--", sys.executable, str(program)], tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        terminal.pump(deadline, f"size 2 {ROWS - TREE_ROWS}".encode())
+        taller = ROWS + 10
+        fcntl.ioctl(terminal.master, termios.TIOCSWINSZ, struct.pack("HHHH", taller, 100, 0, 0))
+        terminal.screen.resize(taller, COLUMNS)
+        terminal.pump(deadline, f" {taller - TREE_ROWS}\r".encode())  # the program sees it
+        terminal.pump(deadline)
+        assert process.wait(timeout=30) == 0
+    finally:
+        os.close(terminal.master)
+        if process.poll() is None:
+            process.kill()
+    assert f"\x1b[1;{taller - TREE_ROWS}r".encode() in terminal.raw  # the region moved
+    # At the end the whole screen scrolled up one row to leave the cursor below the tree;
+    # the program's cursor row (blank) separates its output from the tree.
+    rows = terminal.rows()[:-1]
+    assert rows[-TREE_ROWS - 2 :][:2] == [f"size 39 {taller - TREE_ROWS}", ""], terminal.text()
+    assert rows[-TREE_ROWS].startswith("app (pid ")
+    assert any("session 'demo'" in row for row in rows[-TREE_ROWS:])
