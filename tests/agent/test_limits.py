@@ -131,6 +131,10 @@ async def test_the_round_limit_is_a_builder_setting_and_the_session_stays_usable
         turn = await session.run_turn("now answer")  # the next turn starts afresh
         assert turn.response.text == "answer"
         assert turn.rounds == 1
+        with pytest.raises(ValueError, match="max_rounds"):
+            session.max_rounds = 0
+        session.max_rounds = 1  # settable between turns
+        assert session.next_request("x").options.max_tokens == DEFAULT_MAX_TOKENS
 
 
 async def test_a_turn_that_answers_in_its_last_round_succeeds(make_builder: Make) -> None:
@@ -185,3 +189,17 @@ async def test_session_options_win_over_the_default_and_none_removes_it(
     assert model.requests[0].options.temperature == 0.5
     assert unlimited.requests[0].options.max_tokens is None
     assert custom.requests[0].options.max_tokens == 300
+
+
+async def test_setting_max_rounds_between_turns_applies_to_the_next_turn(
+    make_builder: Make,
+) -> None:
+    tool = ScriptedTool("probe")
+    model = ScriptedModel([[Call("probe", {})], [Say("one")], [Call("probe", {})], [Say("x")]])
+    with make_builder(model).tool(tool).build() as session:
+        assert (await session.run_turn("a")).rounds == 2
+        session.max_rounds = 1
+        with pytest.raises(RoundLimitExceeded, match="1 model rounds") as caught:
+            await session.run_turn("b")
+        assert caught.value.rolled_back is False  # the probe ran in round 1
+    assert len(tool.finished) == 2

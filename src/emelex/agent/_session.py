@@ -34,7 +34,13 @@ from emelex.agent._events import (
 )
 from emelex.agent._history import referenced_tools
 from emelex.agent._tool_table import RegisteredTool
-from emelex.agent._turn_core import DEFAULT_MAX_ROUNDS, AgentTurn, PlannedCall, TurnCore
+from emelex.agent._turn_core import (
+    DEFAULT_MAX_ROUNDS,
+    AgentTurn,
+    PlannedCall,
+    TurnCore,
+    check_max_rounds,
+)
 from emelex.model import (
     AudioPart,
     Client,
@@ -193,7 +199,8 @@ class AgentSession:
         self._approval = approval
         self._options = options
         self._ceilings = ceilings
-        self.max_rounds = max_rounds
+        check_max_rounds(max_rounds)
+        self._max_rounds = max_rounds
         self.default_max_tokens = default_max_tokens
         self._busy = False
         self._closed = False
@@ -224,6 +231,16 @@ class AgentSession:
     @property
     def enabled_tools(self) -> tuple[str, ...]:
         return tuple(name for name in self._table.names if name in self._enabled)
+
+    @property
+    def max_rounds(self) -> int:
+        """Most model rounds per turn; settable between turns (a positive int)."""
+        return self._max_rounds
+
+    @max_rounds.setter
+    def max_rounds(self, value: int) -> None:
+        check_max_rounds(value)
+        self._max_rounds = value
 
     @property
     def workspace(self) -> Workspace:
