@@ -199,7 +199,7 @@ async def test_setting_max_rounds_between_turns_applies_to_the_next_turn(
     with make_builder(model).tool(tool).build() as session:
         assert (await session.run_turn("a")).rounds == 2
         session.max_rounds = 1
-        with pytest.raises(RoundLimitExceeded, match="1 model rounds") as caught:
+        with pytest.raises(RoundLimitExceeded, match="1 model round ") as caught:
             await session.run_turn("b")
         assert caught.value.rolled_back is False  # the probe ran in round 1
     assert len(tool.finished) == 2

@@ -55,8 +55,9 @@ class RoundLimitExceeded(LimitExceeded, AgentError):
     def __init__(self, maximum: int) -> None:
         super().__init__("max_rounds", maximum, maximum + 1)
         self.args = (
-            f"the turn used its {maximum} model rounds (max_rounds) and the model was still "
-            "calling tools; raise max_rounds or ask for a smaller step",
+            f"the turn used its {maximum} model round{'s' if maximum != 1 else ''} "
+            "(max_rounds) and the model was still calling tools; raise max_rounds or ask "
+            "for a smaller step",
         )
 
 
