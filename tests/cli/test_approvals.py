@@ -10,11 +10,8 @@ from typing import Any
 import pytest
 
 from emelex.agent import ApprovalContext, Approve, Deny
-from emelex.cli._approvals import (
-    NOT_APPROVED,
-    FlagApprovals,
-    workspace_read_refusal,
-)
+from emelex.cli._approvals import NOT_APPROVED, FlagApprovals
+from emelex.cli._workspace_reads import workspace_read_refusal
 from emelex.model import ToolCall, ToolDefinition
 
 
