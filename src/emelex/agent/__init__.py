@@ -14,7 +14,11 @@ from emelex.agent._authority import (
     ToolAuthority,
     WorkspaceIdentity,
 )
-from emelex.agent._builder import MAX_SHELL_TIMEOUT_SECONDS, AgentSessionBuilder
+from emelex.agent._builder import (
+    DEFAULT_MAX_TOKENS,
+    MAX_SHELL_TIMEOUT_SECONDS,
+    AgentSessionBuilder,
+)
 from emelex.agent._ceilings import ResourceCeilings
 from emelex.agent._errors import (
     AgentError,
@@ -29,6 +33,7 @@ from emelex.agent._errors import (
     InvalidWorkspace,
     ModelFailed,
     ProtocolViolation,
+    RoundLimitExceeded,
     SessionClosed,
     ToolUnavailable,
     TurnCancelled,
@@ -53,7 +58,13 @@ from emelex.agent._events import (
     TurnStarted,
 )
 from emelex.agent._session import AgentSession, EventConsumer
-from emelex.agent._turn_core import AgentTurn, TurnCore, TurnPhase, TurnResolution
+from emelex.agent._turn_core import (
+    DEFAULT_MAX_ROUNDS,
+    AgentTurn,
+    TurnCore,
+    TurnPhase,
+    TurnResolution,
+)
 from emelex.runtime import AgentCancellation
 from emelex.tools import (
     AgentTool,
@@ -66,6 +77,8 @@ from emelex.tools.builtin import WebSearchProvider, WebSearchResult
 
 __all__ = [
     "AUTHORITY_VERSION",
+    "DEFAULT_MAX_ROUNDS",
+    "DEFAULT_MAX_TOKENS",
     "MAX_SHELL_TIMEOUT_SECONDS",
     "AgentAuthoritySnapshot",
     "AgentCancellation",
@@ -102,6 +115,7 @@ __all__ = [
     "ProtocolViolation",
     "ReasoningDelta",
     "ResourceCeilings",
+    "RoundLimitExceeded",
     "SessionClosed",
     "ToolAuthority",
     "ToolCancellationPolicy",

@@ -12,13 +12,16 @@ from emelex.model import ToolCall, ToolDefinition
 @attrs.frozen
 class ApprovalContext:
     """What a policy decides on: the exact call (harness id and validated arguments),
-    the tool's declaration and the tool's sentence naming the action."""
+    the tool's declaration, the tool's sentence naming the action and the canonical
+    path of the session's workspace root (None when unknown), which relative paths in
+    the arguments are relative to."""
 
     session_id: str
     turn_id: str
     call: ToolCall
     tool: ToolDefinition
     reason: str
+    workspace_root: str | None = attrs.field(default=None, kw_only=True)
 
 
 @attrs.frozen

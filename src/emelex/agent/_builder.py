@@ -22,6 +22,7 @@ from emelex.agent._errors import (
 )
 from emelex.agent._history import has_tool_history, strip_reasoning, validate_history
 from emelex.agent._tool_table import ToolTable
+from emelex.agent._turn_core import DEFAULT_MAX_ROUNDS, check_max_rounds
 from emelex.model import (
     UNSET,
     AgentModel,
@@ -39,6 +40,10 @@ if TYPE_CHECKING:
 
 #: Hard ceiling on the shell timeout setting (20 minutes).
 MAX_SHELL_TIMEOUT_SECONDS = 20 * 60
+
+#: Most generated tokens per model call when neither the session's nor the turn's
+#: GenerationOptions set ``max_tokens`` (``default_max_tokens(None)`` removes it).
+DEFAULT_MAX_TOKENS = 1024
 
 
 def thinking_requested(options: GenerationOptions) -> bool:
@@ -85,6 +90,8 @@ class AgentSessionBuilder:
         self._ceilings = ResourceCeilings()
         self._session_id: str | None = None
         self._web_search_provider: Any = None
+        self._max_rounds = DEFAULT_MAX_ROUNDS
+        self._default_max_tokens: int | None = DEFAULT_MAX_TOKENS
 
     # -- configuration --------------------------------------------------------------------
     def system_prompt(self, text: str) -> AgentSessionBuilder:
@@ -109,6 +116,21 @@ class AgentSessionBuilder:
 
     def options(self, options: GenerationOptions) -> AgentSessionBuilder:
         self._options = options
+        return self
+
+    def max_rounds(self, n: int) -> AgentSessionBuilder:
+        """Most model rounds per turn (default 16). A turn whose model still calls tools
+        after its last round raises RoundLimitExceeded instead of asking again."""
+        check_max_rounds(n)
+        self._max_rounds = n
+        return self
+
+    def default_max_tokens(self, n: int | None) -> AgentSessionBuilder:
+        """Most generated tokens per model call when the options leave ``max_tokens``
+        unset (default 1024). ``None`` sends no limit: the backend's own applies."""
+        if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+            raise ValueError(f"default_max_tokens must be a positive integer or None, got {n!r}")
+        self._default_max_tokens = n
         return self
 
     def session_id(self, session_id: str) -> AgentSessionBuilder:
@@ -273,6 +295,8 @@ class AgentSessionBuilder:
             approval=self._approval,
             options=self._options,
             ceilings=self._ceilings,
+            max_rounds=self._max_rounds,
+            default_max_tokens=self._default_max_tokens,
         )
 
 
@@ -280,4 +304,4 @@ def _by_name(entry: Any) -> str:
     return str(entry.definition.name)
 
 
-__all__ = ["AgentError", "AgentSessionBuilder"]
+__all__ = ["DEFAULT_MAX_TOKENS", "AgentError", "AgentSessionBuilder"]

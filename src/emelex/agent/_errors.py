@@ -47,6 +47,20 @@ class CeilingExceeded(LimitExceeded, AgentError):
     """A request or the history exceeds an aggregate resource ceiling."""
 
 
+class RoundLimitExceeded(LimitExceeded, AgentError):
+    """The turn used all of its model rounds (``max_rounds``) and the model still called
+    tools instead of answering. History follows the usual rule: rolled back if no tool
+    may have run, otherwise the complete rounds are committed as a checkpoint."""
+
+    def __init__(self, maximum: int) -> None:
+        super().__init__("max_rounds", maximum, maximum + 1)
+        self.args = (
+            f"the turn used its {maximum} model round{'s' if maximum != 1 else ''} "
+            "(max_rounds) and the model was still calling tools; raise max_rounds or ask "
+            "for a smaller step",
+        )
+
+
 class ToolUnavailable(AgentError):
     """A tool name is outside the session's tool-authority ceiling."""
 

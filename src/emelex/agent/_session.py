@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import trio
 
 from emelex._ids import new_id
@@ -33,7 +34,13 @@ from emelex.agent._events import (
 )
 from emelex.agent._history import referenced_tools
 from emelex.agent._tool_table import RegisteredTool
-from emelex.agent._turn_core import AgentTurn, PlannedCall, TurnCore
+from emelex.agent._turn_core import (
+    DEFAULT_MAX_ROUNDS,
+    AgentTurn,
+    PlannedCall,
+    TurnCore,
+    check_max_rounds,
+)
 from emelex.model import (
     AudioPart,
     Client,
@@ -176,6 +183,8 @@ class AgentSession:
         approval: ApprovalPolicy,
         options: GenerationOptions,
         ceilings: ResourceCeilings,
+        max_rounds: int = DEFAULT_MAX_ROUNDS,
+        default_max_tokens: int | None = None,
     ) -> None:
         self.session_id = session_id
         self._client = client
@@ -190,6 +199,9 @@ class AgentSession:
         self._approval = approval
         self._options = options
         self._ceilings = ceilings
+        check_max_rounds(max_rounds)
+        self._max_rounds = max_rounds
+        self.default_max_tokens = default_max_tokens
         self._busy = False
         self._closed = False
         self.turns_committed = 0
@@ -219,6 +231,16 @@ class AgentSession:
     @property
     def enabled_tools(self) -> tuple[str, ...]:
         return tuple(name for name in self._table.names if name in self._enabled)
+
+    @property
+    def max_rounds(self) -> int:
+        """Most model rounds per turn; settable between turns (a positive int)."""
+        return self._max_rounds
+
+    @max_rounds.setter
+    def max_rounds(self, value: int) -> None:
+        check_max_rounds(value)
+        self._max_rounds = value
 
     @property
     def workspace(self) -> Workspace:
@@ -334,6 +356,7 @@ class AgentSession:
             strip_reasoning=self._strip,
             options=self._merged_options(options),
             ceilings=self._ceilings,
+            max_rounds=self.max_rounds,
         )
         request, _events = core.begin_round()
         return request
@@ -341,6 +364,9 @@ class AgentSession:
     # -- the turn -------------------------------------------------------------------------
     def _merged_options(self, options: GenerationOptions | None) -> GenerationOptions:
         merged = self._options if options is None else self._options.overlay(options)
+        if merged.max_tokens is None and self.default_max_tokens is not None:
+            # An unbounded call on a model that never stops would run to the context end.
+            merged = attrs.evolve(merged, max_tokens=self.default_max_tokens)
         check_options_capabilities(merged, self._client.capabilities)
         return merged
 
@@ -369,6 +395,7 @@ class AgentSession:
             strip_reasoning=self._strip,
             options=merged,
             ceilings=self._ceilings,
+            max_rounds=self.max_rounds,
         )
         sink = _EventSink(on_event)
         supervisor = Supervisor.current()
@@ -464,7 +491,14 @@ class AgentSession:
             # Never ask anyone to approve work for a turn that is already being torn down.
             await trio.lowlevel.checkpoint_if_cancelled()
             sink.emit_all([ApprovalRequested(core.turn_id, call.id, reason)])
-            context = ApprovalContext(self.session_id, core.turn_id, call, entry.definition, reason)
+            context = ApprovalContext(
+                self.session_id,
+                core.turn_id,
+                call,
+                entry.definition,
+                reason,
+                workspace_root=self._workspace.root,
+            )
             decision = await turn.run(
                 self._approval_job, context, kind=ActorKind.APPROVAL, name=call.name
             )

@@ -26,7 +26,7 @@ from emelex.agent._ceilings import (
     check_request,
     measure_message,
 )
-from emelex.agent._errors import ProtocolViolation
+from emelex.agent._errors import ProtocolViolation, RoundLimitExceeded
 from emelex.agent._events import (
     AgentEvent,
     AnswerDelta,
@@ -57,11 +57,20 @@ from emelex.model import (
 from emelex.model import ReasoningDelta as ModelReasoningDelta
 from emelex.tools import ToolOutput
 
+#: Default most model rounds of one turn (each round after the first follows a tool batch).
+DEFAULT_MAX_ROUNDS = 16
+
 NOT_EXECUTED = "not executed: the turn ended before this call ran"
 INTERRUPTED = (
     "interrupted: the call started but the turn was cancelled before it returned; "
     "its effects are unknown"
 )
+
+
+def check_max_rounds(value: int) -> None:
+    """Raise ValueError unless ``value`` is a positive int (not a bool)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"max_rounds must be a positive integer, got {value!r}")
 
 
 class TurnPhase(enum.Enum):
@@ -121,8 +130,10 @@ class TurnCore:
         strip_reasoning: bool,
         options: GenerationOptions,
         ceilings: ResourceCeilings,
+        max_rounds: int = DEFAULT_MAX_ROUNDS,
         make_id: Callable[[], str] = new_id,
     ) -> None:
+        check_max_rounds(max_rounds)
         self.turn_id = turn_id
         self._history = tuple(history)
         self._history_size = history_size
@@ -132,6 +143,7 @@ class TurnCore:
         self._strip = strip_reasoning
         self._options = options
         self._ceilings = ceilings
+        self.max_rounds = max_rounds
         self._make_id = make_id
         self._messages: list[Message] = [user_message]
         self._size = history_size + measure_message(user_message)
@@ -159,8 +171,11 @@ class TurnCore:
         )
 
     def begin_round(self) -> tuple[GenerationRequest, list[AgentEvent]]:
-        """Build and check the next request. Raises CeilingExceeded if it is too large."""
+        """Build and check the next request. Raises CeilingExceeded if it is too large and
+        RoundLimitExceeded when the turn already used ``max_rounds`` rounds."""
         self._expect(TurnPhase.READY)
+        if self.round >= self.max_rounds:
+            raise RoundLimitExceeded(self.max_rounds)
         tools = self._advertised()
         check_request(
             self._size,

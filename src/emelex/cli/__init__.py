@@ -17,6 +17,16 @@ import trio
 from emelex._version import __version__
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="emelex", description="Trio-native agent harness: run agents, inspect them."
@@ -34,7 +44,14 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument("--no-shell", action="store_true", help="do not offer the shell")
         command.add_argument("--no-file-tools", action="store_true", help="no file tools")
         command.add_argument(
-            "--allow-reads", action="store_true", help="approve read-only file tools this run"
+            "--allow-workspace-reads",
+            dest="allow_reads",
+            action="store_true",
+            help="approve read-only file tool calls inside the workspace this run "
+            "(never likely-secret or outside paths: those still ask, or are denied)",
+        )
+        command.add_argument(  # the old name, kept as a deprecated alias
+            "--allow-reads", dest="allow_reads_alias", action="store_true", help=argparse.SUPPRESS
         )
         command.add_argument(
             "--allow-tool", action="append", metavar="NAME", help="approve NAME this run"
@@ -52,6 +69,13 @@ def _parser() -> argparse.ArgumentParser:
             type=int,
             default=256,
             help="most tokens per model round (default 256; base models never stop alone)",
+        )
+        command.add_argument(
+            "--max-rounds",
+            type=_positive_int,
+            default=16,
+            help="most model rounds per turn; a model still calling tools after them "
+            "fails the turn (default 16)",
         )
 
     run = commands.add_parser("run", help="run one agent turn")
@@ -81,6 +105,21 @@ def _parser() -> argparse.ArgumentParser:
     supervise.add_argument("--json", action="store_true")
     supervise.add_argument("--interval", type=float, default=0.5)
     supervise.add_argument("--startup-timeout", type=float, default=30.0)
+    supervise.add_argument(
+        "--split",
+        action="store_true",
+        help="keep the tree in rows reserved at the bottom of the terminal, below the "
+        "program's output (the default when stdout is a terminal)",
+    )
+    supervise.add_argument(
+        "--tree-file",
+        metavar="PATH",
+        help="draw the tree into PATH (another terminal, or a file it is appended to) and "
+        "leave this terminal to the program",
+    )
+    supervise.add_argument(
+        "--tree-lines", type=_positive_int, metavar="N", help="rows of the tree in --split"
+    )
     supervise.add_argument("program", nargs=argparse.REMAINDER)
 
     demo = commands.add_parser(

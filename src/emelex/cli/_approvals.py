@@ -5,26 +5,83 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Collection
+from typing import TextIO
 
 import trio
 
 from emelex.agent import ApprovalContext, ApprovalDecision, Approve, Deny
+from emelex.cli._workspace_reads import READ_TOOLS, confined_read_refusal
 
-READ_TOOLS = frozenset({"read_file", "list_directory", "find_files", "grep"})
 MAX_ANSWER_BYTES = 1024
+
+#: What the model is told when a call was not approved: what happened, not how to
+#: configure the command line (that hint goes to the user, on stderr).
+NOT_APPROVED = "the user did not approve this call, so it was not run"
+DECLINED = "the user declined this call at the approval prompt, so it was not run"
 
 
 class FlagApprovals:
-    """Approves calls to the tools named on the command line (for this run only);
-    denies everything else. Nothing is remembered between calls."""
+    """Approves, for this run only, calls to the tools named with ``--allow-tool`` and,
+    with ``--allow-workspace-reads``, read-only file tool calls that stay inside the
+    workspace and touch no likely-secret path. Denies everything else. Nothing is
+    remembered between calls.
 
-    def __init__(self, allowed: Collection[str]) -> None:
+    The model is told that the user did not approve the call; the user is told once
+    per tool, on ``err``, which flag would have approved it.
+    """
+
+    def __init__(
+        self,
+        allowed: Collection[str],
+        *,
+        workspace_reads: bool = False,
+        err: TextIO | None = None,
+    ) -> None:
         self.allowed = frozenset(allowed)
+        self.workspace_reads = workspace_reads
+        self._err = err
+        self._hinted: set[str] = set()
+
+    async def refusal(self, context: ApprovalContext) -> str | None:
+        """None when the flags approve this call; otherwise why they do not."""
+        name = context.call.name
+        if name in self.allowed:
+            return None
+        if not self.workspace_reads:
+            return f"no flag approves {name}"
+        return await confined_read_refusal(context)
+
+    def hint(self, context: ApprovalContext, refusal: str) -> None:
+        """Tell the user (once per tool) why a call was denied and which flag allows it."""
+        name = context.call.name
+        if name in self._hinted:
+            return
+        self._hinted.add(name)
+        if self.workspace_reads and name in READ_TOOLS:
+            why = f"--allow-workspace-reads does not cover it: {refusal}"
+        else:
+            why = "no terminal to ask"
+        print(
+            f"emelex: denied {name} ({why}); --allow-tool {name} approves every {name} "
+            "call of a run",
+            file=self._err if self._err is not None else sys.stderr,
+            flush=True,
+        )
 
     async def decide(self, context: ApprovalContext) -> ApprovalDecision:
-        if context.call.name in self.allowed:
+        refusal = await self.refusal(context)
+        if refusal is None:
             return Approve()
-        return Deny(f"not approved: run with --allow-tool {context.call.name} to allow it")
+        self.hint(context, refusal)
+        return Deny(NOT_APPROVED)
+
+
+def policy_for(
+    allowed: Collection[str], workspace_reads: bool, lines: StdinLines | None
+) -> FlagApprovals | TerminalApprovals:
+    """The run's policy: the flags alone without a terminal, else flags then a prompt."""
+    flags = FlagApprovals(allowed, workspace_reads=workspace_reads)
+    return TerminalApprovals(flags, lines) if lines is not None else flags
 
 
 class TerminalApprovals:
@@ -39,10 +96,15 @@ class TerminalApprovals:
         self.lines = lines
 
     async def decide(self, context: ApprovalContext) -> ApprovalDecision:
-        if context.call.name in self.fallback.allowed:
+        refusal = await self.fallback.refusal(context)
+        if refusal is None:
             return Approve()
+        note = ""
+        if self.fallback.workspace_reads and context.call.name in READ_TOOLS:
+            # Say why the flag the user passed did not settle it.
+            note = f"\n  \x1b[2m(--allow-workspace-reads does not cover it: {refusal})\x1b[0m"
         print(
-            f"\n\x1b[1mApprove {context.call.name}?\x1b[0m {context.reason}\n  [y/N] ",
+            f"\n\x1b[1mApprove {context.call.name}?\x1b[0m {context.reason}{note}\n  [y/N] ",
             end="",
             file=sys.stderr,
             flush=True,
@@ -50,7 +112,7 @@ class TerminalApprovals:
         answer = await self.lines.readline()
         if answer is not None and answer.strip().lower() in ("y", "yes"):
             return Approve()
-        return Deny("denied at the terminal")
+        return Deny(DECLINED)
 
 
 class StdinLines:

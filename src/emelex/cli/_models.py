@@ -81,7 +81,10 @@ def _scripted(path: str) -> Client:
             elif "fail" in step:
                 steps.append(Fail(RuntimeError(str(step["fail"]))))
             elif "finish" in step:
-                steps.append(Finish(text=str(step["finish"])))
+                reason = step.get("finish_reason", "stop")
+                if reason not in ("stop", "length", "tool_calls", "cancelled", "error"):
+                    raise ModelSpecError(f"{path}: round {index}: unknown finish_reason {reason!r}")
+                steps.append(Finish(text=str(step["finish"]), finish_reason=reason))
             else:
                 raise ModelSpecError(f"{path}: round {index}: unknown step {sorted(step)}")
         rounds.append(steps)

@@ -17,6 +17,7 @@ from emelex.agent import (
     ApprovalRequested,
     ApprovalResolved,
     Approve,
+    ModelCompleted,
     ModelProgress,
     ModelStarted,
     ReasoningDelta,
@@ -116,6 +117,8 @@ class TerminalRenderer:
             progress = event.progress
             total = f"/{progress.total}" if progress.total is not None else ""
             self._note(f"· {progress.stage}: {progress.completed}{total}")
+        elif isinstance(event, ModelCompleted) and event.response.finish_reason == "length":
+            self._note("· the answer was cut: the model reached its token limit (--max-tokens)")
         elif isinstance(event, ToolProposed):
             arguments = json.dumps(event.call.arguments, ensure_ascii=False)
             self._note(f"→ tool {event.call.name} {_short(arguments)}")

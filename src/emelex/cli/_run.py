@@ -16,6 +16,7 @@ import trio
 
 from emelex._ids import new_id
 from emelex.agent import (
+    DEFAULT_MAX_ROUNDS,
     AgentCancellation,
     AgentError,
     AgentEvent,
@@ -26,7 +27,7 @@ from emelex.agent import (
     ToolStarted,
     TurnCancelled,
 )
-from emelex.cli._approvals import READ_TOOLS, FlagApprovals, StdinLines, TerminalApprovals
+from emelex.cli._approvals import StdinLines, policy_for
 from emelex.cli._models import LoadedModel, open_model
 from emelex.cli._render import TerminalRenderer, event_json, render_tree
 from emelex.model import GenerationOptions, Message
@@ -52,11 +53,13 @@ def default_store_path() -> str:
 
 
 def _policy(args: argparse.Namespace, lines: StdinLines | None) -> ApprovalPolicy:
-    allowed = set(args.allow_tool or ())
-    if args.allow_reads:
-        allowed |= READ_TOOLS
-    flags = FlagApprovals(allowed)
-    return TerminalApprovals(flags, lines) if lines is not None else flags
+    if getattr(args, "allow_reads_alias", False):
+        print(
+            "emelex: --allow-reads is deprecated; it means --allow-workspace-reads",
+            file=sys.stderr,
+        )
+    reads = bool(args.allow_reads or getattr(args, "allow_reads_alias", False))
+    return policy_for(args.allow_tool or (), reads, lines)
 
 
 def _builder(
@@ -65,6 +68,7 @@ def _builder(
     builder = AgentSession.builder(loaded.client, args.workspace or os.getcwd())
     builder.approval_policy(policy)
     builder.options(GenerationOptions(max_tokens=args.max_tokens))
+    builder.max_rounds(getattr(args, "max_rounds", None) or DEFAULT_MAX_ROUNDS)
     if args.no_shell:
         builder.include_shell_tool(False)
     if args.no_file_tools:

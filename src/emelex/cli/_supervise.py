@@ -1,14 +1,27 @@
-"""``emelex supervise``: show a process's live actor tree from its diagnostics socket."""
+"""``emelex supervise``: show a process's live actor tree from its diagnostics socket.
+
+With ``-- PROGRAM`` the program gets the terminal's stdin (its approval prompts work),
+and the tree is drawn where it cannot erase the program's output: in a region reserved
+at the bottom of the terminal (``--split``, the default on a terminal), in another file
+or terminal (``--tree-file``), or appended after the program's output when stdout is
+not a terminal.
+"""
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import functools
 import json
 import os
+import select
+import shutil
+import signal
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
 from typing import Any
 
 import trio
@@ -17,8 +30,14 @@ from emelex.cli._render import render_tree
 from emelex.runtime._supervisor import DIAGNOSTICS_ENV
 
 EXIT_OK = 0
+EXIT_USAGE = 2
 EXIT_UNREACHABLE = 4
+EXIT_NOT_FOUND = 127
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+#: Most bytes of the program's output relayed per read.
+RELAY_CHUNK = 64 * 1024
+#: Fewest rows the program keeps in split mode.
+MIN_PROGRAM_ROWS = 3
 
 
 class Unreachable(Exception):
@@ -56,8 +75,244 @@ def _show(snapshot: dict[str, Any], as_json: bool, clear: bool) -> None:
     print(render_tree(snapshot), flush=True)
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte to ``fd`` (blocking; for a worker thread). Waits instead of
+    failing when the descriptor was made non-blocking by a process sharing it (the
+    program's own prompt reader may do that to the terminal)."""
+    view = memoryview(data)
+    while view:
+        try:
+            written = os.write(fd, view)
+        except BlockingIOError:
+            select.select([], [fd], [], 1.0)
+            continue
+        view = view[written:]
+
+
+class SplitScreen:
+    """The terminal on ``fd`` split in two: the program's output scrolls in the top rows
+    (a DECSTBM scroll region), the tree is redrawn in the ``tree_rows`` bottom rows.
+
+    Every write to the terminal goes through one lock, so a redraw never lands in the
+    middle of the program's output. The tree is drawn with the cursor saved and restored,
+    so the program's cursor, and with it its output and the echo of what the user types,
+    stays in the top region.
+    """
+
+    def __init__(self, fd: int, tree_rows: int | None) -> None:
+        self.fd = fd
+        self._requested = tree_rows
+        self.lock = trio.Lock()
+        size = os.get_terminal_size(fd)
+        self.rows, self.columns = size.lines, size.columns
+        self.tree_rows = self._tree_rows(self.rows)
+        self.returncode: int | None = None
+
+    def _tree_rows(self, rows: int) -> int:
+        wanted = self._requested if self._requested is not None else max(4, min(12, rows // 3))
+        return max(0, min(wanted, rows - MIN_PROGRAM_ROWS))
+
+    @property
+    def program_rows(self) -> int:
+        return self.rows - self.tree_rows
+
+    def window_size(self) -> bytes:
+        return struct.pack("HHHH", self.program_rows, self.columns, 0, 0)
+
+    async def write(self, data: bytes) -> None:
+        async with self.lock:
+            await trio.to_thread.run_sync(write_all, self.fd, data)
+
+    def _reserve(self) -> bytes:
+        # Make room below the cursor, then confine scrolling to the top rows. DECSTBM
+        # homes the cursor, so save it around the change.
+        room = self.tree_rows
+        return (
+            b"\n" * room
+            + (f"\x1b[{room}A".encode() if room else b"")
+            + b"\x1b7"
+            + f"\x1b[1;{self.program_rows}r".encode()
+            + b"\x1b8"
+        )
+
+    async def open(self) -> None:
+        await self.write(self._reserve())
+
+    def resized(self) -> bool:
+        """Re-read the terminal size; True when it changed (the split is redone)."""
+        size = os.get_terminal_size(self.fd)
+        rows, columns = size.lines, size.columns
+        if (rows, columns) == (self.rows, self.columns):
+            return False
+        self.rows, self.columns = rows, columns
+        self.tree_rows = self._tree_rows(rows)
+        return True
+
+    async def reserve_again(self) -> None:
+        await self.write(b"\x1b7\x1b[r\x1b8" + self._reserve())
+
+    def _frame(self, text: str) -> bytes:
+        lines = text.splitlines()
+        room = self.tree_rows
+        if len(lines) > room:
+            hidden = len(lines) - room + 1
+            lines = [*lines[: room - 1], f"… {hidden} more lines (a taller terminal shows them)"]
+        out = ["\x1b7"]
+        top = self.program_rows + 1
+        for index in range(room):
+            line = lines[index] if index < len(lines) else ""
+            out.append(f"\x1b[{top + index};1H\x1b[2K{line[: self.columns]}")
+        out.append("\x1b8")
+        return "".join(out).encode("utf-8", "replace")
+
+    async def draw(self, text: str) -> None:
+        if self.tree_rows:
+            await self.write(self._frame(text))
+
+    async def close(self, text: str | None) -> None:
+        """Draw the last tree, give the whole screen back and leave the cursor below it."""
+        if text is not None:
+            await self.draw(text)
+        await self.write(b"\x1b7\x1b[r\x1b8" + f"\x1b[{self.rows};1H\n".encode())
+
+
+async def _relay(master: int, screen: SplitScreen) -> None:
+    """Copy the program's output from the pty to the top region until it closes."""
+    stream = trio.lowlevel.FdStream(os.dup(master))
+    async with stream:
+        while True:
+            try:
+                chunk = await stream.receive_some(RELAY_CHUNK)
+            except trio.BrokenResourceError:
+                return  # EIO: every holder of the pty's other end has closed it
+            if not chunk:
+                return
+            await screen.write(chunk)
+
+
+async def _ignore_interrupts(process: trio.Process, *, task_status: trio.TaskStatus[None]) -> None:
+    """Ctrl-C reaches the program through the terminal; supervise waits for it to end.
+    A second Ctrl-C terminates the program."""
+    with trio.open_signal_receiver(signal.SIGINT) as signals:
+        task_status.started()
+        count = 0
+        async for _ in signals:
+            count += 1
+            if count >= 2 and process.returncode is None:
+                process.terminate()
+
+
+async def _tree_text(path: str) -> str | None:
+    try:
+        return render_tree(await fetch_snapshot(path))
+    except Unreachable:
+        return None
+
+
+async def _wait_for_socket(path: str, process: trio.Process, seconds: float) -> bool:
+    socket = trio.Path(path)
+    with trio.move_on_after(seconds):
+        # The program is another process: polling its socket file is the only signal.
+        while not await socket.exists() and process.returncode is None:  # noqa: ASYNC110
+            await trio.sleep(0.05)
+    return bool(await socket.exists())
+
+
+async def _split(args: argparse.Namespace, env: dict[str, str], path: str) -> int:
+    screen = SplitScreen(sys.stdout.fileno(), args.tree_lines)
+    master, slave = os.openpty()
+    try:
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, screen.window_size())
+        sys.stdout.flush()
+        await screen.open()
+        last: str | None = None
+        try:
+            last = await _run_split(args, env, path, screen, master, slave)
+        finally:
+            slave = -1  # closed once the program started
+            with trio.CancelScope(shield=True):
+                # Give the terminal back whatever happened (a failed start, Ctrl-C).
+                await screen.close(last)
+        if last is None:
+            print("emelex: the program never opened a supervisor", file=sys.stderr)
+        return screen.returncode or 0
+    finally:
+        os.close(master)
+        if slave >= 0:
+            os.close(slave)
+
+
+async def _run_split(
+    args: argparse.Namespace,
+    env: dict[str, str],
+    path: str,
+    screen: SplitScreen,
+    master: int,
+    slave: int,
+) -> str | None:
+    """Run the program on a pty whose output is relayed to the top region, redrawing the
+    tree below it until the program exits; return the last tree drawn."""
+    start = functools.partial(
+        trio.run_process,
+        args.program,
+        env=env,
+        check=False,
+        stdin=None,  # the terminal's own stdin: the program's prompts read it
+        stdout=slave,
+        stderr=slave,
+    )
+    last: str | None = None
+    async with trio.open_nursery() as nursery:
+        try:
+            process: trio.Process = await nursery.start(start)
+        finally:
+            os.close(slave)  # the program holds it now; EIO on master means it is done
+        relayed = trio.Event()
+
+        async def relay() -> None:
+            try:
+                await _relay(master, screen)
+            finally:
+                relayed.set()
+
+        nursery.start_soon(relay)
+        await nursery.start(_ignore_interrupts, process)
+        if await _wait_for_socket(path, process, args.startup_timeout):
+            while process.returncode is None:
+                if screen.resized():
+                    fcntl.ioctl(master, termios.TIOCSWINSZ, screen.window_size())
+                    await screen.reserve_again()
+                text = await _tree_text(path)
+                if text is not None:
+                    last = text
+                    await screen.draw(text)
+                with trio.move_on_after(args.interval):
+                    await process.wait()
+        await process.wait()
+        screen.returncode = process.returncode
+        await relayed.wait()
+        nursery.cancel_scope.cancel()
+    return last
+
+
+async def _to_file(args: argparse.Namespace, path: str, process: trio.Process) -> int:
+    """Draw each tree into ``--tree-file``: redrawn in place on a terminal, appended to a
+    regular file; the program keeps the terminal untouched."""
+    async with await trio.open_file(args.tree_file, "a", encoding="utf-8") as out:
+        tty = await trio.to_thread.run_sync(out.wrapped.isatty)
+        while process.returncode is None:
+            text = await _tree_text(path)
+            if text is not None:
+                await out.write(("\x1b[2J\x1b[H" if tty else "") + text + "\n\n")
+                await out.flush()
+            with trio.move_on_after(args.interval):
+                await process.wait()
+    return process.returncode or 0
+
+
 async def _watch(path: str, args: argparse.Namespace, process: trio.Process | None) -> int:
-    clear = sys.stdout.isatty() and not args.once
+    # Clearing is only safe when nothing else writes to this terminal.
+    clear = sys.stdout.isatty() and not args.once and process is None
     while True:
         try:
             _show(await fetch_snapshot(path), args.json, clear)
@@ -74,31 +329,53 @@ async def _watch(path: str, args: argparse.Namespace, process: trio.Process | No
             return process.returncode
 
 
+def _layout(args: argparse.Namespace) -> str:
+    if args.once or args.json:
+        return "once" if args.once else "stream"
+    if args.tree_file:
+        return "file"
+    if args.split or sys.stdout.isatty():
+        return "split"
+    return "stream"
+
+
 async def supervise_command(args: argparse.Namespace) -> int:
     if args.socket:
         return await _watch(args.socket, args, None)
     if not args.program:
         print("emelex supervise: give --socket PATH or -- PROGRAM [ARGS]", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
+    if shutil.which(args.program[0]) is None:
+        print(f"emelex supervise: program not found: {args.program[0]}", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    layout = _layout(args)
+    if layout == "split" and not sys.stdout.isatty():
+        print("emelex supervise: --split needs a terminal on stdout", file=sys.stderr)
+        return EXIT_USAGE
     with tempfile.TemporaryDirectory(prefix="emelex-supervise-") as directory:
         path = os.path.join(directory, "diagnostics.sock")
         env = {**os.environ, DIAGNOSTICS_ENV: path}
+        if layout == "split":
+            return await _split(args, env, path)
         async with trio.open_nursery() as nursery:
+            # The program shares this process's stdin: its prompts read the terminal.
+            stdin = subprocess.DEVNULL if layout == "once" else None
             start = functools.partial(
-                trio.run_process, args.program, env=env, check=False, stdin=subprocess.DEVNULL
+                trio.run_process, args.program, env=env, check=False, stdin=stdin
             )
             process: trio.Process = await nursery.start(start)
-            socket = trio.Path(path)
-            with trio.move_on_after(args.startup_timeout):
-                # The program is another process: polling its socket file is the only signal.
-                while not await socket.exists() and process.returncode is None:  # noqa: ASYNC110
-                    await trio.sleep(0.05)
-            if not await socket.exists():
+            await nursery.start(_ignore_interrupts, process)
+            if not await _wait_for_socket(path, process, args.startup_timeout):
                 await process.wait()
+                nursery.cancel_scope.cancel()
                 print("emelex: the program never opened a supervisor", file=sys.stderr)
                 return process.returncode if process.returncode else EXIT_UNREACHABLE
-            code = await _watch(path, args, process)
+            if layout == "file":
+                code = await _to_file(args, path, process)
+            else:
+                code = await _watch(path, args, process)
             if args.once:
                 process.terminate()
             await process.wait()
+            nursery.cancel_scope.cancel()
             return code if args.once else (process.returncode or 0)

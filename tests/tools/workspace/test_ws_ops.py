@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from emelex._errors import LimitExceeded
@@ -301,3 +301,25 @@ def test_glob_compiles_or_raises_a_typed_error(pattern: str) -> None:
     except PatternError:
         return
     glob.regex.match("a/b.c")
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])  # root is only read
+@given(
+    st.one_of(
+        st.text(alphabet="ab./~\0", max_size=30),
+        st.text(alphabet="ab./", max_size=20).map(lambda tail: "{root}" + tail),
+    )
+)
+def test_classify_path_agrees_with_an_open_workspace(root: Path, path: str) -> None:
+    # The pure form (for approval policies, no descriptor) parses exactly like the tools.
+    from emelex.tools.workspace import classify_path
+
+    with Workspace.open(root) as workspace:
+        text = path.replace("{root}", workspace.root)
+        try:
+            expected = workspace.classify(text)
+        except PathRejected:
+            with pytest.raises(PathRejected):
+                classify_path(workspace.root, text)
+            return
+        assert classify_path(workspace.root, text) == expected

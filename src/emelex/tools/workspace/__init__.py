@@ -42,7 +42,13 @@ from emelex.tools.workspace._read import (
     list_directory,
     read_file,
 )
-from emelex.tools.workspace._root import MAX_NAME_BYTES, MAX_PATH_BYTES, Target, Workspace
+from emelex.tools.workspace._root import (
+    MAX_NAME_BYTES,
+    MAX_PATH_BYTES,
+    Target,
+    Workspace,
+    classify_path,
+)
 from emelex.tools.workspace._search import (
     DEFAULT_SKIP_DIRS,
     FindResult,
@@ -88,6 +94,7 @@ __all__ = [
     "WorkspaceError",
     "WorkspaceIOError",
     "WriteResult",
+    "classify_path",
     "compile_glob",
     "edit_file",
     "find_files",

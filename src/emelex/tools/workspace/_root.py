@@ -109,6 +109,26 @@ def split_path(path: str) -> tuple[bool, tuple[str, ...]]:
     return absolute, tuple(parts)
 
 
+def _target_below(root_parts: tuple[str, ...], path: str) -> Target:
+    """``path`` parsed relative to the root whose canonical components are ``root_parts``
+    (a component-wise test: ``/ws_evil`` is not inside ``/ws``)."""
+    absolute, parts = split_path(path)
+    if not absolute:
+        return Target(False, parts)
+    width = len(root_parts)
+    if parts[:width] == root_parts:
+        return Target(False, parts[width:])
+    return Target(True, parts)
+
+
+def classify_path(root: str, path: str) -> Target:
+    """Parse ``path`` as the file tools would for a workspace whose canonical root is
+    ``root``, without opening anything: what an approval policy needs to tell an
+    outside or likely-secret path from an ordinary one. Raises ``PathRejected`` for
+    path text no tool accepts; ``root`` must be canonical (``Workspace.root``)."""
+    return _target_below(tuple(p for p in root.split("/") if p), path)
+
+
 def _canonical_of(fd: int, given: str) -> str:
     """The canonical absolute path of an open directory, checked against its identity."""
     info = os.fstat(fd)
@@ -209,15 +229,10 @@ class Workspace:
         :class:`OutsideWorkspace` unless ``allow_outside`` (the harness passes it only
         after a one-shot approval of this exact call).
         """
-        absolute, parts = split_path(path)
-        if not absolute:
-            return Target(False, parts)
-        width = len(self._root_parts)
-        if parts[:width] == self._root_parts:
-            return Target(False, parts[width:])
-        if not allow_outside:
+        target = _target_below(self._root_parts, path)
+        if target.outside and not allow_outside:
             raise OutsideWorkspace(path, f"absolute path outside the workspace {self.root!r}")
-        return Target(True, parts)
+        return target
 
     def classify(self, path: str) -> Target:
         """Parse ``path`` for an approval decision, without touching the filesystem.
@@ -408,6 +423,7 @@ __all__ = [
     "PASS_FLAGS",
     "Target",
     "Workspace",
+    "classify_path",
     "describe_mode",
     "split_path",
 ]
