@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import jsonschema
@@ -165,3 +167,58 @@ def test_the_demo_runs_a_real_agent_turn_on_gemma(tmp_path: Path) -> None:
     assert answer == {"file": "todo.txt", "says": "Call Sam on Friday."}, transcript
     assert "--model openai:MODEL" in err and "--model llama:PATH" in err
     assert DEMO_FILES["todo.txt"].strip() in err
+
+
+def _read_until(fd: int, marker: bytes, deadline: float) -> bytes:
+    seen = b""
+    while marker not in seen:
+        remaining = deadline - time.monotonic()
+        assert remaining > 0, f"timed out waiting for {marker!r}; saw {seen!r}"
+        ready, _, _ = select.select([fd], [], [], remaining)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # the child closed the terminal
+                chunk = b""
+            assert chunk, f"terminal closed before {marker!r}; saw {seen!r}"
+            seen += chunk
+    return seen
+
+
+@pytest.mark.parametrize(("answer", "approved"), [(b"y\n", True), (b"n\n", False)])
+def test_on_a_terminal_the_read_asks_and_the_answer_decides(
+    tmp_path: Path, answer: bytes, approved: bool
+) -> None:
+    """The demo's approval, answered on a real pseudo-terminal (a scripted model stands in
+    for Gemma: the guided rounds and the approval are the demo's own)."""
+    rounds = [
+        [{"call": "list_directory", "arguments": {"path": "."}}],
+        [{"call": "read_file", "arguments": {"path": "todo.txt"}}],
+        [{"say": '{"file": "todo.txt", "says": "Call Sam on Friday."}'}],
+    ]
+    spec = tmp_path / "rounds.json"
+    spec.write_text(json.dumps({"rounds": rounds}))
+    master, slave = os.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "emelex.cli", "demo", "--no-tree", "--model", f"scripted:{spec}"],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        close_fds=True,
+    )
+    os.close(slave)
+    try:
+        deadline = time.monotonic() + 60
+        prompt = _read_until(master, b"[y/N]", deadline)
+        assert b'read the file "todo.txt"' in prompt
+        os.write(master, answer)
+        rest = _read_until(master, b"Next: point emelex", deadline)
+        assert process.wait(timeout=30) == 0
+    finally:
+        os.close(master)
+        if process.poll() is None:
+            process.kill()
+    if approved:
+        assert b"Call Sam on Friday." in rest.split(b"answer:")[0]  # the tool result
+    else:
+        assert b"denied" in rest and b"Call Sam on Friday.\r\n    [end of file]" not in rest
