@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 from typing import Any, TextIO
 
 from emelex.app._package import (
@@ -22,6 +23,7 @@ from emelex.app._package import (
     package_info,
     validate_package,
 )
+from emelex.cli._archive import archive_top, is_archive_name, write_tar_gz
 
 EXIT_OK = 0
 EXIT_DIFFERENT = 1
@@ -33,7 +35,7 @@ _ARITY = {"list": (0, 1), "validate": (1, None), "export": (2, 2), "diff": (2, 2
 _USAGE = {
     "list": "emelex agents list [DIR]",
     "validate": "emelex agents validate PATH [PATH ...]  (a folder of packages: each)",
-    "export": "emelex agents export PATH DEST",
+    "export": "emelex agents export PATH DEST  (DEST: a new directory, or a .tar.gz/.tgz file)",
     "diff": "emelex agents diff A B",
 }
 
@@ -42,9 +44,20 @@ def add_agents_parser(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
 ) -> argparse.ArgumentParser:
     """Add the ``agents`` subcommand to an ``add_subparsers()`` object."""
-    agents = commands.add_parser("agents", help="agent packages: list, validate, export, diff")
+    agents = commands.add_parser(
+        "agents",
+        help="agent packages: list, validate, export, diff",
+        usage="\n       ".join(_USAGE.values()),
+        description="Agent packages: directories holding agent.toml (see actors/).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     agents.add_argument("action", choices=list(_ARITY))
-    agents.add_argument("paths", nargs="*", metavar="PATH")
+    agents.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH|DEST",
+        help="list: [DIR]; validate: PATH...; export: PATH DEST; diff: A B",
+    )
     agents.add_argument("--json", action="store_true", help="machine-readable output")
     return agents
 
@@ -140,7 +153,15 @@ def _validate(paths: list[str], as_json: bool) -> int:
 def _export(source: str, dest: str) -> int:
     try:
         agent = load_agent(source)
-        export_agent(agent, dest)
+        if is_archive_name(dest):
+            if os.path.lexists(dest):
+                raise PackageError(f"export destination {dest!r} already exists")
+            with tempfile.TemporaryDirectory(prefix="emelex-export-") as staging:
+                top = archive_top(dest)
+                export_agent(agent, os.path.join(staging, top))
+                write_tar_gz(os.path.join(staging, top), dest, top)
+        else:
+            export_agent(agent, dest)
     except PackageError as exc:
         print(f"emelex agents: {exc}", file=sys.stderr)
         return EXIT_INVALID

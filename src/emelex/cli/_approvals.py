@@ -9,6 +9,7 @@ from collections.abc import Collection
 import trio
 
 from emelex.agent import ApprovalContext, ApprovalDecision, Approve, Deny
+from emelex.cli._render import safe
 
 READ_TOOLS = frozenset({"read_file", "list_directory", "find_files", "grep"})
 MAX_ANSWER_BYTES = 1024
@@ -37,12 +38,22 @@ class TerminalApprovals:
     def __init__(self, fallback: FlagApprovals, lines: StdinLines) -> None:
         self.fallback = fallback
         self.lines = lines
+        self._asked: set[str] = set()
+
+    def was_asked(self, call_id: str) -> bool:
+        """Whether the prompt showed this call's approval sentence (asked once: forgets)."""
+        try:
+            self._asked.remove(call_id)
+        except KeyError:
+            return False
+        return True
 
     async def decide(self, context: ApprovalContext) -> ApprovalDecision:
         if context.call.name in self.fallback.allowed:
             return Approve()
+        self._asked.add(context.call.id)
         print(
-            f"\n\x1b[1mApprove {context.call.name}?\x1b[0m {context.reason}\n  [y/N] ",
+            f"\n\x1b[1mApprove {safe(context.call.name)}?\x1b[0m {safe(context.reason)}\n  [y/N] ",
             end="",
             file=sys.stderr,
             flush=True,
