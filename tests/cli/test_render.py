@@ -4,7 +4,10 @@ failure or approval sentence shown once."""
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 import unicodedata
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -163,3 +166,36 @@ def test_tool_names_and_arguments_are_neutralized() -> None:
     renderer(ToolProposed("t", 1, ToolCall("c", "\x1b]0;x\x07", {"a": "\x1b[2J\u202e"})))
     assert out.getvalue() == ""
     assert err.getvalue() == '→ tool \\x1b]0;x\\x07 {"a": "\\u001b[2J\\u202e"}\n'
+
+
+def test_supervise_shows_another_process_names_neutralized(tmp_path: Path) -> None:
+    program = tmp_path / "app.py"
+    program.write_text(
+        "import trio\n"
+        "from emelex.runtime import open_supervisor\n"
+        "async def main():\n"
+        "    async with open_supervisor('app\\x1b]0;title\\x07') as sup:\n"
+        "        async with sup.open_actor('session', '\\x1b[2J\\u202eevil'):\n"
+        "            await trio.sleep(60)\n"
+        "trio.run(main)\n"
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "emelex.cli",
+            "supervise",
+            "--once",
+            "--",
+            sys.executable,
+            str(program),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert not any(raw in result.stdout for raw in ("\x1b", "\x07", "\u202e"))
+    assert result.stdout.startswith("app\\x1b]0;title\\x07 (pid ")
+    assert "─ session '\\x1b[2J\\u202eevil' running" in result.stdout
