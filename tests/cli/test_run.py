@@ -80,6 +80,7 @@ def test_agent_option_runs_the_package(tmp_path: Path) -> None:
     assert missing.returncode == 3 and "cannot run the agent package" in missing.stderr
     help_text = run("run", "--help", cwd=tmp_path).stdout
     assert "--agent DIR" in help_text and "PROMPT" in help_text
+    assert "PROMPT ..." not in help_text  # one prompt, nothing else
 
 
 def test_model_and_file_text_reach_the_terminal_neutralized(

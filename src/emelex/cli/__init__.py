@@ -63,7 +63,8 @@ def _parser() -> argparse.ArgumentParser:
         help="run the agent package in DIR (see actors/) instead of the plain session",
     )
     # One positional, always the prompt: extra words get a usage error, never a guess.
-    run.add_argument("target", nargs="+", metavar="PROMPT", help="the prompt (quote it)")
+    run.add_argument("prompt", metavar="PROMPT", help="the prompt (quote it)")
+    run.add_argument("extra", nargs="*", default=[], help=argparse.SUPPRESS)
 
     chat = commands.add_parser("chat", help="a multi-turn session, stored turn by turn")
     model_options(chat)
@@ -95,11 +96,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "run":
         from emelex.cli._run import run_usage_problem
 
-        problem = run_usage_problem(args.agent_dir, args.target)
+        problem = run_usage_problem(args.agent_dir, [args.prompt, *args.extra])
         if problem is not None:
             print(f"emelex run: {problem}", file=sys.stderr)
             return 2
-        args.prompt = args.target[0]
     if getattr(args, "program", None) and args.program[:1] == ["--"]:
         args.program = args.program[1:]
     if args.command == "sessions" and args.action != "list" and not args.id:
