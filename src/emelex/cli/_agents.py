@@ -24,6 +24,7 @@ from emelex.app._package import (
     validate_package,
 )
 from emelex.cli._archive import archive_top, is_archive_name, write_tar_gz
+from emelex.cli._render import safe
 
 EXIT_OK = 0
 EXIT_DIFFERENT = 1
@@ -112,11 +113,14 @@ def _list(directory: str, as_json: bool) -> int:
         print(f"no agent packages under {directory}", file=sys.stderr)
     for row in rows:
         if row["problems"]:
-            print(f"{row['path']}  INVALID ({row['problems']} problems)")
+            print(safe(f"{row['path']}  INVALID ({row['problems']} problems)"))
         else:
+            # Names and descriptions come from agent.toml files: shown, never obeyed.
             print(
-                f"{row['name']} {row['version']}  [{row['preset']}, model {row['binding']}]  "
-                f"{row['path']}\n    {row['description']}"
+                safe(
+                    f"{row['name']} {row['version']}  [{row['preset']}, model {row['binding']}]  "
+                    f"{row['path']}\n    {row['description']}"
+                )
             )
     return EXIT_OK
 
@@ -146,7 +150,7 @@ def _validate(paths: list[str], as_json: bool) -> int:
                 where = problem["path"]
                 if problem["line"] is not None:
                     where += f":{problem['line']}"
-                print(f"  {where}: {problem['message']} [{problem['code']}]")
+                print(safe(f"  {where}: {problem['message']} [{problem['code']}]"))
     return EXIT_INVALID if invalid else EXIT_OK
 
 
@@ -163,12 +167,12 @@ def _export(source: str, dest: str) -> int:
         else:
             export_agent(agent, dest)
     except PackageError as exc:
-        print(f"emelex agents: {exc}", file=sys.stderr)
+        print(f"emelex agents: {safe(str(exc))}", file=sys.stderr)
         return EXIT_INVALID
     except OSError as exc:
         print(f"emelex agents: cannot export to {dest!r}: {exc}", file=sys.stderr)
         return EXIT_INVALID
-    print(f"exported {agent.name} to {dest}", file=sys.stderr)
+    print(safe(f"exported {agent.name} to {dest}"), file=sys.stderr)
     return EXIT_OK
 
 
@@ -180,7 +184,7 @@ def _diff(a: str, b: str, as_json: bool) -> int:
     try:
         changes = diff_packages(a, b)
     except PackageError as exc:
-        print(f"emelex agents: {exc}", file=sys.stderr)
+        print(f"emelex agents: {safe(str(exc))}", file=sys.stderr)
         return EXIT_INVALID
     if as_json:
         _print_json(
@@ -192,7 +196,7 @@ def _diff(a: str, b: str, as_json: bool) -> int:
         )
     else:
         for change in changes:
-            print(change)
+            print(safe(str(change)))
     return EXIT_DIFFERENT if changes else EXIT_OK
 
 
