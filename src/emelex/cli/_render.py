@@ -99,6 +99,8 @@ def safe(text: str) -> str:
     sequence introducer and bidi/format control shown as a visible escape (``\\x1b``,
     ``\\u202e``), so the terminal displays it instead of obeying it. Works on any
     fragment of a stream: each character is judged alone."""
+    if not text.isascii() and text.replace("\n", "").replace("\t", "").isprintable():
+        return text  # fast path: isprintable() is False for every class escaped here
     return _NOT_PLAIN.sub(_escape, text)
 
 
