@@ -29,7 +29,7 @@ from emelex.agent import (
 from emelex.cli._approvals import READ_TOOLS, FlagApprovals, StdinLines, TerminalApprovals
 from emelex.cli._models import LoadedModel, open_model
 from emelex.cli._render import TerminalRenderer, bold, dim, event_json, render_tree, safe
-from emelex.cli._store import open_cli_store
+from emelex.cli._store import open_cli_store, store_location
 from emelex.model import GenerationOptions, Message
 from emelex.runtime import Supervisor, open_supervisor
 from emelex.store import SessionNotFound, SqliteStore
@@ -42,6 +42,11 @@ EXIT_TURN_FAILED = 1
 EXIT_USAGE = 2
 EXIT_CONFIG = 3
 EXIT_INTERRUPTED = 130
+
+
+def default_store_path() -> str:
+    """The default store file (nothing is created; see :mod:`emelex.cli._store`)."""
+    return store_location(None).path
 
 
 def is_package_dir(path: str) -> bool:
