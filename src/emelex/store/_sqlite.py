@@ -111,7 +111,9 @@ def _connect(path: str) -> sqlite3.Connection:
             connection.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
         elif not isinstance(row[0], str) or not row[0].isdigit():
             raise StoreCorrupt(
-                f"schema version {row[0]!r} is not a number", path=path, field="meta.schema"
+                f"schema version {clip(repr(row[0]), 60)} is not a number",
+                path=path,
+                field="meta.schema",
             )
         elif int(row[0]) != SCHEMA_VERSION:
             raise StoreError(
