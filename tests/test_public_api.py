@@ -120,6 +120,17 @@ EXPECTED = {
         "start_mcp_connection",
     },
     "emelex.tools": {"AgentTool", "FunctionTool", "ToolCallContext", "ToolError", "tool"},
+    "emelex.store": {
+        "SCHEMA_VERSION",
+        "SessionExists",
+        "SessionNotFound",
+        "SessionSummary",
+        "SqliteStore",
+        "StoreCorrupt",
+        "StoreError",
+        "StoredSession",
+        "open_sqlite_store",
+    },
     "emelex.runtime": {
         "ActorInfo",
         "ActorKind",
@@ -259,7 +270,7 @@ def test_top_level_facade_is_exact() -> None:
 
 
 def test_error_tree_is_rooted() -> None:
-    from emelex import agent, app, model, runtime
+    from emelex import agent, app, model, runtime, store
     from emelex.tools import mcp, workspace
 
     for error in (
@@ -271,6 +282,8 @@ def test_error_tree_is_rooted() -> None:
         mcp.McpError,
         emelex.LimitExceeded,
         emelex.SerializationError,
+        store.StoreError,
+        store.StoreCorrupt,
     ):
         assert issubclass(error, emelex.EmelexError)
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import trio
 
-from emelex.cli._render import render_tree
+from emelex.cli._render import render_tree, safe
 from emelex.runtime._supervisor import DIAGNOSTICS_ENV
 
 EXIT_OK = 0
@@ -318,7 +318,7 @@ async def _watch(path: str, args: argparse.Namespace, process: trio.Process | No
             _show(await fetch_snapshot(path), args.json, clear)
         except Unreachable as exc:
             if process is None or (process.returncode is None and args.once):
-                print(f"emelex: {exc}", file=sys.stderr)
+                print(f"emelex: {safe(str(exc))}", file=sys.stderr)
                 return EXIT_UNREACHABLE
         if args.once:
             return EXIT_OK
