@@ -251,11 +251,10 @@ def check_default_model() -> Check:
 
 
 def _store_path() -> Path:
-    # The same place as `emelex chat` (cli/_run.py default_store_path), without creating it.
-    home = os.environ.get("EMELEX_HOME") or os.path.join(
-        os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share"), "emelex"
-    )
-    return Path(home) / "sessions.db"
+    # The same place as `emelex chat` and `emelex sessions` (never created here).
+    from emelex.cli._store import store_location
+
+    return Path(store_location(None).path)
 
 
 def check_store() -> Check:

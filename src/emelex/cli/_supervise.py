@@ -210,12 +210,24 @@ async def _tree_text(path: str) -> str | None:
 
 
 async def _wait_for_socket(path: str, process: trio.Process, seconds: float) -> bool:
+    """Whether the program's diagnostics socket accepts a connection within ``seconds``.
+
+    The program is another process: polling is the only signal. The socket file appears
+    when it is bound, a moment before it listens, so a refused connection means "not
+    yet", not "unreachable"."""
     socket = trio.Path(path)
     with trio.move_on_after(seconds):
-        # The program is another process: polling its socket file is the only signal.
-        while not await socket.exists() and process.returncode is None:  # noqa: ASYNC110
+        while process.returncode is None:
+            if await socket.exists():
+                try:
+                    stream = await trio.open_unix_socket(path)
+                except OSError:
+                    pass
+                else:
+                    await stream.aclose()
+                    return True
             await trio.sleep(0.05)
-    return bool(await socket.exists())
+    return False
 
 
 async def _split(args: argparse.Namespace, env: dict[str, str], path: str) -> int:
