@@ -40,15 +40,15 @@ from emelex.tools.workspace._errors import (
     NotTextFile,
     map_os_error,
 )
+from emelex.tools.workspace._leftovers import clean_stale_temporaries, remember_clean
 from emelex.tools.workspace._linux import RENAME_EXCHANGE, RENAME_NOREPLACE, renameat2
 from emelex.tools.workspace._read import BINARY_PROBE_BYTES
-from emelex.tools.workspace._root import MAX_NAME_BYTES, Target, Workspace
+from emelex.tools.workspace._root import Target, Workspace
+from emelex.tools.workspace._sibling import RECOVERY_MARKER, TEMP_MARKER, sibling_name
 
 MAX_WRITE_BYTES = 16 * 1024 * 1024
 """Ceiling on the content ``write_file`` accepts and on files ``edit_file`` rewrites."""
 
-TEMP_MARKER = ".emelex-tmp-"
-RECOVERY_MARKER = ".emelex-recovered-"
 
 _HOOKS: dict[str, Callable[[int, str, str], None]] = {}
 """Test seam: ``_HOOKS[stage](parent_fd, name, temp_name)`` runs at ``"before_install"``
@@ -91,16 +91,6 @@ class _Prior:
     device: int
     inode: int
     sha256: str | None  # content hash to re-check (edits only)
-
-
-def sibling_name(name: str, marker: str) -> str:
-    """``.<name><marker><random>``, shortened to stay within ``NAME_MAX`` bytes."""
-    suffix = marker + os.urandom(6).hex()
-    room = MAX_NAME_BYTES - 1 - len(suffix)
-    encoded = os.fsencode(name)
-    if len(encoded) > room:
-        name = os.fsdecode(encoded[:room].decode("utf-8", "ignore").encode("utf-8"))
-    return "." + name + suffix
 
 
 def _stat_id(parent_fd: int, name: str) -> tuple[int, int, int] | None:
@@ -277,6 +267,7 @@ def write_file(
     parent_fd, name = ws.open_parent(target, create=create_parents)
     parent = target.parts[:-1]
     try:
+        clean_stale_temporaries(ws, parent_fd)
         try:
             fd, info = ws.open_file_at(parent_fd, name, target.display)
         except NotFound:
@@ -293,9 +284,18 @@ def write_file(
                 mode = stat.S_IMODE(info.st_mode)
                 owner = (info.st_uid, info.st_gid)
             try:
-                _install(parent_fd, name, Target(target.outside, parent), data, mode, prior, owner)
+                _install(
+                    parent_fd,
+                    name,
+                    Target(target.outside, parent, target.root),
+                    data,
+                    mode,
+                    prior,
+                    owner,
+                )
             except OSError as error:
                 raise map_os_error(error, target.display) from error
+            remember_clean(ws, parent_fd)
         finally:
             if fd >= 0:
                 os.close(fd)
@@ -335,6 +335,7 @@ def edit_file(
     ws.check_secret(target, allow_secret)
     parent_fd, name = ws.open_parent(target)
     try:
+        clean_stale_temporaries(ws, parent_fd)
         fd, info = ws.open_file_at(parent_fd, name, target.display)
         try:
             if info.st_size > max_bytes:
@@ -357,16 +358,19 @@ def edit_file(
             found = text.count(old)
             if found != count:
                 raise EditMismatch(target.display, "count", count, found)
+            # The size is known before anything is built: refuse without building it.
+            size = edited_size(len(data), count, old, new)
+            if size > max_bytes:
+                raise LimitExceeded("edit_file_bytes", max_bytes, size)
             result = text.replace(old, new, count).encode("utf-8")
-            if len(result) > max_bytes:
-                raise LimitExceeded("edit_file_bytes", max_bytes, len(result))
             prior = _Prior(fd, info.st_dev, info.st_ino, before)
-            parent = Target(target.outside, target.parts[:-1])
+            parent = Target(target.outside, target.parts[:-1], target.root)
             owner = (info.st_uid, info.st_gid)
             try:
                 _install(parent_fd, name, parent, result, stat.S_IMODE(info.st_mode), prior, owner)
             except OSError as error:
                 raise map_os_error(error, target.display) from error
+            remember_clean(ws, parent_fd)
         finally:
             os.close(fd)
     finally:
@@ -374,6 +378,12 @@ def edit_file(
     return EditResult(
         target.display, count, len(result), before, hashlib.sha256(result).hexdigest()
     )
+
+
+def edited_size(size: int, count: int, old: str, new: str) -> int:
+    """The size in bytes of a ``size``-byte UTF-8 file after ``count`` occurrences of
+    ``old`` are replaced by ``new``."""
+    return size + count * (len(new.encode("utf-8")) - len(old.encode("utf-8")))
 
 
 def _read_bounded(fd: int, limit: int) -> bytes | None:
