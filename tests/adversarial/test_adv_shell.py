@@ -77,10 +77,12 @@ async def test_a_command_that_kills_its_helper_leaves_nothing(tmp_path: Path, ma
     assert _live(marker) == []
 
 
-async def _wait_for(marker: str, text: bytes) -> list[tuple[int, bytes]]:
+async def _wait_for(marker: str, program: bytes) -> list[tuple[int, bytes]]:
+    """Poll until a process runs ``program`` (its command line starts with it; the
+    helper's and the shell's command lines merely contain the text)."""
     while True:
         found = _live(marker)
-        if any(text in cmdline for _pid, cmdline in found):
+        if any(cmdline.startswith(program) for _pid, cmdline in found):
             return found
         await trio.sleep(0.01)
 
@@ -99,8 +101,8 @@ async def test_an_oom_style_kill_of_the_helper_leaves_nothing(tmp_path: Path, ma
                 outcome.append(time.perf_counter())
 
             nursery.start_soon(run)
-            processes = await _wait_for(marker, b"sleep 7772")
-            await _wait_for(marker, b"sleep 7771")
+            await _wait_for(marker, b"sleep 7772")
+            processes = await _wait_for(marker, b"sleep 7771")
             [helper] = [pid for pid, cmdline in processes if b"_subreaper.py" in cmdline]
             killed_at = time.perf_counter()
             os.kill(helper, signal.SIGKILL)  # what the OOM killer does
