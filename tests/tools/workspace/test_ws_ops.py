@@ -300,4 +300,4 @@ def test_glob_compiles_or_raises_a_typed_error(pattern: str) -> None:
         glob = compile_glob(pattern)
     except PatternError:
         return
-    glob.regex.match("a/b.c")
+    glob.matches("a/b.c")
