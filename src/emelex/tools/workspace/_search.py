@@ -15,7 +15,7 @@ import os
 import stat
 import threading
 from collections.abc import Callable, Collection, Iterator
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import attrs
 import re2
@@ -98,6 +98,12 @@ def _translate_component(text: str, pattern: str) -> str:
     return "".join(out)
 
 
+class Program(Protocol):
+    """What a search needs of a compiled pattern (byte offsets in, byte offsets out)."""
+
+    def search(self, data: bytes, start: int, stop: int) -> int | None: ...
+
+
 class Re2Program:
     """A compiled RE2 pattern, matched on bytes through the binding's program directly.
 
@@ -119,6 +125,22 @@ class Re2Program:
 
     def fullmatch(self, data: bytes) -> bool:
         return bool(self._program.Match(_ANCHOR_BOTH, data, 0, len(data))[0][0] >= 0)
+
+
+class LiteralProgram:
+    """A case-sensitive literal: ``bytes.find`` is linear and needs no regex engine."""
+
+    __slots__ = ("_needle",)
+
+    def __init__(self, text: str) -> None:
+        self._needle = text.encode("utf-8")
+
+    def search(self, data: bytes, start: int, stop: int) -> int | None:
+        found = data.find(self._needle, start, stop)
+        return None if found < 0 else found
+
+    def fullmatch(self, data: bytes) -> bool:
+        return data == self._needle
 
 
 _UNANCHORED = re2._re2.RE2.Anchor.UNANCHORED
@@ -456,7 +478,7 @@ _UNSUPPORTED_HINT = (
 
 @attrs.define
 class _GrepState:
-    regex: Re2Program
+    regex: Program
     context: int
     max_matches: int
     max_bytes: int
@@ -503,19 +525,19 @@ class _GrepState:
         ``_WINDOW``.) Anchors see the whole text, so ``^``/``$`` are exact at the edges.
         """
         length = len(data)
+        search = self.regex.search
+        abort = self.abort
         while True:
-            check_abort(self.abort, "grep")
+            if abort is not None and abort.is_set():
+                check_abort(abort, "grep")
             stop = position + _WINDOW
             if stop >= length:
-                stop = length
-            else:
-                newline = data.find(b"\n", stop, stop + _WINDOW)
-                stop = newline + 1 if newline >= 0 else stop
-            found = self.regex.search(data, position, stop)
+                return search(data, position, length)  # the common case: a small file
+            newline = data.find(b"\n", stop, stop + _WINDOW)
+            stop = newline + 1 if newline >= 0 else stop
+            found = search(data, position, stop)
             if found is not None:
                 return found
-            if stop >= length:
-                return None
             position = stop
 
     def _text(self, data: bytes, start: int, end: int) -> tuple[str, bool]:
@@ -538,6 +560,40 @@ class _GrepState:
         self.lines.append(GrepLine(shown, number, line, match, cut))
         return True
 
+    def _matches_only(self, data: bytes, shown: str, position: int | None) -> None:
+        """The ``context == 0`` path of :meth:`search_data`, kept tight: it dominates
+        searches with many hits."""
+        lines = self.lines
+        limit = self.max_line_chars
+        length = len(data)
+        line_number = 1
+        counted_to = 0
+        while position is not None:
+            if self.matches >= self.max_matches:
+                self.truncation = "max_matches"
+                return
+            start = data.rfind(b"\n", 0, position) + 1
+            end = data.find(b"\n", position)
+            if end < 0:
+                end = length
+            line_number += data.count(b"\n", counted_to, start)
+            counted_to = start
+            stop = min(end, start + 4 * limit + 4)  # a character takes at most 4 bytes
+            line = data[start:stop].decode("utf-8", "replace")
+            cut = len(line) > limit or stop < end
+            if cut:
+                line = line[:limit]
+            size = (len(line) if line.isascii() else len(line.encode("utf-8", "replace"))) + 1
+            if self.out_bytes + size > self.max_bytes:
+                self.truncation = "max_bytes"
+                return
+            self.out_bytes += size
+            lines.append(GrepLine(shown, line_number, line, True, cut))
+            self.matches += 1
+            if end >= length:
+                return
+            position = self._find(data, end + 1)
+
     def search_data(self, data: bytes, shown: str | Callable[[], str]) -> None:
         """Report matching lines of ``data`` (one per line) with merged context."""
         position = self._find(data, 0)
@@ -546,6 +602,9 @@ class _GrepState:
         if not isinstance(shown, str):
             shown = shown()
         self.files_with_matches += 1
+        if not self.context:
+            self._matches_only(data, shown, position)
+            return
         emit = self._emit
         context = self.context
         length = len(data)
@@ -616,7 +675,7 @@ def _describe_re2_error(error: Exception) -> str:
     return text
 
 
-def compile_search(pattern: str, *, literal: bool, case_insensitive: bool) -> Re2Program:
+def compile_search(pattern: str, *, literal: bool, case_insensitive: bool) -> Program:
     """Compile a grep pattern for RE2 (``^``/``$`` match at line boundaries).
 
     Raises ``PatternError`` for invalid patterns, naming what RE2 does not support.
@@ -625,6 +684,11 @@ def compile_search(pattern: str, *, literal: bool, case_insensitive: bool) -> Re
         raise PatternError(pattern, "empty search pattern")
     if len(pattern) > MAX_PATTERN_CHARS:
         raise LimitExceeded("pattern_chars", MAX_PATTERN_CHARS, len(pattern))
+    if literal and not case_insensitive:
+        try:
+            return LiteralProgram(pattern)
+        except UnicodeEncodeError as error:
+            raise PatternError(pattern, "the pattern is not valid Unicode text") from error
     options = _re2_options(case_insensitive=case_insensitive)
     options.literal = literal
     try:

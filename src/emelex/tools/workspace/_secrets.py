@@ -119,6 +119,14 @@ def _stand_in(name: str) -> str | None:
     return sibling.stands_for
 
 
+@lru_cache(maxsize=1)
+def _rule_matchers() -> tuple[tuple[SecretRule, tuple[re.Pattern[str], ...]], ...]:
+    """Every rule with one compiled matcher per component, in list order."""
+    return tuple(
+        (rule, tuple(_alternation([glob]) for glob in rule.components)) for rule in SECRET_RULES
+    )
+
+
 def _components(path: str | Sequence[str]) -> list[str] | None:
     """Lower-cased components with siblings replaced by what they stand for; ``None``
     when a component is a shortened sibling (secret whatever it stood for)."""
@@ -159,8 +167,7 @@ def secret_reason(path: str | Sequence[str]) -> str | None:
     parts = _components(path)
     if parts is None:
         return _SHORTENED
-    for rule in SECRET_RULES:
-        matchers = [_alternation([glob]) for glob in rule.components]
+    for rule, matchers in _rule_matchers():
         width = len(matchers)
         for start in range(len(parts) - width + 1):
             window = parts[start : start + width]
