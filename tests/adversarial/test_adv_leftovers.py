@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from emelex.tools.builtin import FindFilesTool, GrepTool, ListDirectoryTool, Rea
 from emelex.tools.workspace import (
     SecretPath,
     Workspace,
+    _leftovers,
     find_files,
     grep,
     list_directory,
@@ -32,6 +34,7 @@ from emelex.tools.workspace import (
     read_file,
     write_file,
 )
+from emelex.tools.workspace._mutate import _HOOKS
 
 from .conftest import invoke
 
@@ -85,6 +88,13 @@ def _temp_names(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir() if ".emelex-tmp-" in p.name)
 
 
+@pytest.fixture
+def no_margin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Count leftovers as stale as soon as the workspace is opened after them (the real
+    margin, 2 s, absorbs coarse file clocks; the tests wait 10 ms instead)."""
+    monkeypatch.setattr(_leftovers, "STALE_MARGIN", 0.0)
+
+
 @pytest.fixture(scope="module")
 def crashed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tree left by one killed process: a key, three writes of one file, a long name."""
@@ -96,7 +106,7 @@ def crashed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def killed(root: Path, crashed: Path) -> str:
+def killed(root: Path, crashed: Path, no_margin: None) -> str:
     """A copy of the crashed tree as the workspace; the key's temporary name in it."""
     shutil.copytree(crashed, root, dirs_exist_ok=True)
     [name] = _temp_names(root / "keys")
@@ -179,3 +189,35 @@ def test_shortened_names_are_treated_as_secret(root: Path, killed: str) -> None:
         assert ReadFileTool(ws).approval_reason({"path": name}) is not None
         leftovers = {leftover.path: leftover for leftover in list_leftovers(ws).leftovers}
         assert leftovers[name].shortened
+
+
+def test_a_temporary_made_just_before_opening_is_kept(root: Path) -> None:
+    # Another process's write that started a moment before this session opened.
+    recent = root / ".a.txt.emelex-tmp-0123456789ab"
+    recent.write_text("in flight elsewhere")
+    with Workspace.open(root) as ws:
+        write_file(ws, "b.txt", "hello")
+    assert recent.exists()
+
+
+def test_this_processs_writes_in_flight_are_never_cleaned(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_leftovers, "STALE_MARGIN", -60.0)  # every timestamp looks stale
+    reached, release = threading.Event(), threading.Event()
+
+    def hold(parent_fd: int, name: str, temp: str) -> None:
+        reached.set()
+        release.wait(10)
+
+    monkeypatch.setitem(_HOOKS, "before_install", hold)
+    with Workspace.open(root) as ws:
+        slow = threading.Thread(target=write_file, args=(ws, "slow.txt", "slow"))
+        slow.start()
+        assert reached.wait(10)
+        monkeypatch.delitem(_HOOKS, "before_install")
+        write_file(ws, "fast.txt", "fast")  # cleans the directory while "slow" is in flight
+        release.set()
+        slow.join(10)
+    assert (root / "slow.txt").read_text() == "slow"
+    assert (root / "fast.txt").read_text() == "fast"

@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from emelex.runtime import AgentCancellation
-from emelex.tools.builtin import ReadFileTool
+from emelex.tools.builtin import ListDirectoryTool, ReadFileTool
 from emelex.tools.workspace import Workspace, _read
 
 from .conftest import Ticker, invocation, invoke
@@ -61,28 +61,26 @@ async def test_cancelling_the_turn_stops_a_long_scan(root: Path, ws: Workspace) 
     tool = ReadFileTool(ws)
     cancellation = AgentCancellation()
     ticker = Ticker()
+    cancelled_at: list[float] = []
+
+    async def cancel_later() -> None:
+        await trio.sleep(0.2)
+        cancelled_at.append(time.perf_counter())
+        cancellation.cancel()
+
     with trio.fail_after(20):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(ticker.run)
+            nursery.start_soon(cancel_later)
             call = invocation(
                 tool, {"path": "huge.log", "offset": 1_000_000_000}, cancellation=cancellation
             )
-            nursery.start_soon(_cancel_later, cancellation)
             output = await tool.invoke(call)
-            stopped = time.perf_counter() - _CANCELLED_AT[-1]
+            stopped = time.perf_counter() - cancelled_at[0]
             nursery.cancel_scope.cancel()
     assert output.is_error and "stopped: the turn was cancelled" in output.text
     assert stopped < 0.5
     assert ticker.longest_gap < 0.25
-
-
-_CANCELLED_AT: list[float] = []
-
-
-async def _cancel_later(cancellation: AgentCancellation) -> None:
-    await trio.sleep(0.2)
-    _CANCELLED_AT.append(time.perf_counter())
-    cancellation.cancel()
 
 
 @pytest.mark.usefixtures("dense")
@@ -102,3 +100,15 @@ def test_offsets_still_count_lines_exactly(root: Path, ws: Workspace) -> None:
     content = _read.read_file(ws, "f.txt", offset_line=300_000, limit_lines=2)
     assert content.text == "line 300000\nline 300001\n"
     assert os.path.getsize(root / "f.txt") > 2 * 1024 * 1024  # spans several chunks
+
+
+async def test_a_cancelled_listing_of_a_huge_directory_stops(root: Path, ws: Workspace) -> None:
+    for index in range(5000):
+        (root / f"f{index:05d}").touch()
+    cancellation = AgentCancellation()
+    cancellation.cancel()
+    tool = ListDirectoryTool(ws)
+    with trio.fail_after(10):
+        output = await tool.invoke(invocation(tool, {"path": "."}, cancellation=cancellation))
+    assert output.is_error and "stopped" in output.text
+    assert "5000 entries" in (await invoke(tool, {"path": "."})).text

@@ -253,7 +253,8 @@ class ListDirectoryTool(_WorkspaceTool):
     async def invoke(self, invocation: ToolInvocation) -> ToolOutput:
         approved = invocation.approved
         try:
-            listing = await self._run(
+            listing = await self._run_abortable(
+                invocation,
                 list_directory,
                 path=invocation.arguments["path"],
                 max_entries=self._max_entries,

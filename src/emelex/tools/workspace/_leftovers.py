@@ -6,8 +6,9 @@ and a lost race can leave a recovery sibling (``.<name>.emelex-recovered-<id>``,
 writer's version that could not be put back). :func:`list_leftovers` names both.
 
 Stale temporary files are removed by the next mutation of their directory: "stale" means
-their inode last changed (``st_ctime``; a rename counts) before the workspace was opened,
-so a write still in flight (in this or another process) is never touched. Recovery files
+their inode last changed (``st_ctime``; a rename counts) more than :data:`STALE_MARGIN`
+seconds before the workspace was opened, so a write still in flight in another process
+is not touched; this process's own writes in flight are never touched. Recovery files
 are never removed automatically: they may hold the only copy of someone's version.
 """
 
@@ -27,6 +28,31 @@ from emelex.tools.workspace._search import DEFAULT_MAX_VISITED, _walk_files, _Wa
 from emelex.tools.workspace._sibling import parse_sibling
 
 _CACHE_LIMIT = 10_000  # directories remembered as clean, per workspace
+STALE_MARGIN = 2.0
+"""Seconds a temporary file's ``st_ctime`` must precede the workspace's opening for it to
+count as stale. File timestamps come from a coarse kernel clock (a few ms behind
+``time.time()``) and some filesystems keep 1-2 s granularity: without a margin, a write
+started just after opening could look older than the session."""
+
+# Temporary names this process is writing: never stale, whatever their timestamps say.
+_IN_FLIGHT: set[tuple[int, int, str]] = set()
+_IN_FLIGHT_LOCK = threading.Lock()
+
+
+def _directory_key(parent_fd: int) -> tuple[int, int]:
+    info = os.fstat(parent_fd)
+    return info.st_dev, info.st_ino
+
+
+def claim_temporary(parent_fd: int, temp: str) -> None:
+    """Mark ``temp`` (in the directory ``parent_fd``) as being written by this process."""
+    with _IN_FLIGHT_LOCK:
+        _IN_FLIGHT.add((*_directory_key(parent_fd), temp))
+
+
+def release_temporary(parent_fd: int, temp: str) -> None:
+    with contextlib.suppress(OSError), _IN_FLIGHT_LOCK:
+        _IN_FLIGHT.discard((*_directory_key(parent_fd), temp))
 
 
 @attrs.frozen
@@ -132,15 +158,19 @@ def clean_stale_temporaries(ws: Workspace, parent_fd: int) -> int:
             names = [entry.name for entry in scan if ".emelex-tmp-" in entry.name]
     except OSError:
         return 0
+    cutoff = ws.opened_at - STALE_MARGIN
     for name in names:
         sibling = parse_sibling(name)
         if sibling is None or sibling.kind != "temporary":
             continue
+        with _IN_FLIGHT_LOCK:
+            if (*key, name) in _IN_FLIGHT:
+                continue
         try:
             found = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
         except OSError:
             continue
-        if stat.S_ISREG(found.st_mode) and found.st_ctime < ws.opened_at:
+        if stat.S_ISREG(found.st_mode) and found.st_ctime < cutoff:
             with contextlib.suppress(OSError):
                 os.unlink(name, dir_fd=parent_fd)
                 removed += 1

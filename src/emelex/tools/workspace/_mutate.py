@@ -40,7 +40,12 @@ from emelex.tools.workspace._errors import (
     NotTextFile,
     map_os_error,
 )
-from emelex.tools.workspace._leftovers import clean_stale_temporaries, remember_clean
+from emelex.tools.workspace._leftovers import (
+    claim_temporary,
+    clean_stale_temporaries,
+    release_temporary,
+    remember_clean,
+)
 from emelex.tools.workspace._linux import RENAME_EXCHANGE, RENAME_NOREPLACE, renameat2
 from emelex.tools.workspace._read import BINARY_PROBE_BYTES
 from emelex.tools.workspace._root import Target, Workspace
@@ -126,11 +131,16 @@ def _write_temp(
     flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC
     for _attempt in range(8):
         temp = sibling_name(name, TEMP_MARKER)
+        claim_temporary(parent_fd, temp)  # before it exists: a cleaner never sees it free
         try:
             fd = os.open(temp, flags, 0o600, dir_fd=parent_fd)
             break
         except FileExistsError:
+            release_temporary(parent_fd, temp)
             continue
+        except BaseException:
+            release_temporary(parent_fd, temp)
+            raise
     else:  # pragma: no cover - eight 48-bit collisions in a row
         raise FileExistsError(errno.EEXIST, "no free temporary name", name)
     try:
@@ -148,6 +158,7 @@ def _write_temp(
     except BaseException:
         os.close(fd)
         _unlink_quietly(parent_fd, temp)
+        release_temporary(parent_fd, temp)
         raise
     os.close(fd)
     return temp, info.st_dev, info.st_ino
@@ -162,8 +173,22 @@ def _install(
     prior: _Prior | None,
     owner: tuple[int, int] | None,
 ) -> None:
-    shown = parent.child(name).display
     temp, new_dev, new_ino = _write_temp(parent_fd, name, data, mode, owner)
+    try:
+        _install_temp(parent_fd, name, parent, temp, prior, (new_dev, new_ino))
+    finally:
+        release_temporary(parent_fd, temp)
+
+
+def _install_temp(
+    parent_fd: int,
+    name: str,
+    parent: Target,
+    temp: str,
+    prior: _Prior | None,
+    ours: tuple[int, int],
+) -> None:
+    shown = parent.child(name).display
     try:
         _hook("before_install", parent_fd, name, temp)
         if prior is None:
@@ -186,7 +211,7 @@ def _install(
         raise
     if prior is not None:
         _hook("after_exchange", parent_fd, name, temp)
-        _settle_exchange(parent_fd, name, temp, parent, prior, (new_dev, new_ino))
+        _settle_exchange(parent_fd, name, temp, parent, prior, ours)
     os.fsync(parent_fd)
 
 

@@ -352,10 +352,12 @@ def list_directory(
     max_entries: int = DEFAULT_LIST_ENTRIES,
     allow_outside: bool = False,
     allow_secret: bool = False,
+    abort: threading.Event | None = None,
 ) -> DirectoryListing:
     """List one directory, without following links, keeping the first entries by name.
 
-    Memory stays bounded by ``max_entries`` however large the directory is.
+    Memory stays bounded by ``max_entries`` however large the directory is; ``abort``
+    is checked every 4096 entries.
     """
     _check_bound("max_entries", max_entries, MAX_LIST_ENTRIES)
     target = ws.target(path, allow_outside=allow_outside)
@@ -369,6 +371,8 @@ def list_directory(
             nonlocal total, leftovers
             with os.scandir(fd) as scan:
                 for entry in scan:
+                    if not total & 0xFFF:
+                        check_abort(abort, target.display)
                     if is_sibling(entry.name):
                         leftovers += 1
                         continue
