@@ -79,7 +79,7 @@ async def test_cancelling_the_turn_stops_a_long_scan(root: Path, ws: Workspace) 
             stopped = time.perf_counter() - cancelled_at[0]
             nursery.cancel_scope.cancel()
     assert output.is_error and "stopped: the turn was cancelled" in output.text
-    assert stopped < 0.5
+    assert stopped < 0.25
     assert ticker.longest_gap < 0.25
 
 
@@ -92,7 +92,7 @@ async def test_the_callers_timeout_stops_a_long_scan(root: Path, ws: Workspace) 
             await invoke(ReadFileTool(ws), {"path": "huge.log", "offset": 1_000_000_000})
         late = time.perf_counter() - started - 0.2
     assert scope.cancelled_caught
-    assert late < 0.5
+    assert late < 0.25
 
 
 def test_offsets_still_count_lines_exactly(root: Path, ws: Workspace) -> None:

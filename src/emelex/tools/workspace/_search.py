@@ -465,8 +465,10 @@ class GrepResult:
     skipped_links: int = 0
 
 
-_WINDOW = 256 * 1024
-"""Bytes RE2 scans between two checks of the abort flag (a few ms at worst)."""
+_WINDOW = 16 * 1024
+"""Bytes RE2 scans between two checks of the abort flag. Small on purpose: RE2 builds its
+DFA lazily, and a hostile pattern (``a[ab]{20}c``) spent 175 ms building states for its
+first 64 KiB; 16 KiB bounds one call to tens of ms whatever the pattern."""
 _RE2_MAX_MEM = 32 * 1024 * 1024
 """Memory RE2 may use for one compiled pattern; larger patterns are refused."""
 _UNSUPPORTED_HINT = (
