@@ -239,7 +239,7 @@ def _walk_files(
     ``dir_fd`` stays open only until the next item is requested. ``rel_parts`` is relative
     to the base. Entries are visited in name order, depth first. Temporary and recovery
     siblings of interrupted writes are skipped, or (``leftovers``) the only files
-    yielded. ``abort`` is checked every 256 entries.
+    yielded. ``abort`` is checked every 32 entries.
     """
     limit = MAX_DEPTH if max_depth is None else min(max_depth, MAX_DEPTH)
     # (descriptor, path relative to the base, full parent components, entries left)
@@ -267,7 +267,7 @@ def _walk_files(
             if stats.visited >= max_visited:
                 stats.exhausted = True
                 return
-            if not stats.visited & 0xFF:
+            if not stats.visited & 0x1F:
                 check_abort(abort, base.display)
             stats.visited += 1
             name = entry.name
