@@ -89,6 +89,16 @@ def test_unsupported_syntax_is_a_model_readable_error(
     assert what in str(caught.value)
 
 
+@pytest.mark.parametrize("pattern", ["a\udce9*", "[\ud800]"])
+def test_text_that_is_not_unicode_is_a_pattern_error(ws: Workspace, pattern: str) -> None:
+    with pytest.raises(PatternError):
+        compile_glob(pattern)
+    with pytest.raises(PatternError):
+        grep(ws, pattern)
+    with pytest.raises(PatternError):
+        grep(ws, pattern, literal=True)
+
+
 async def test_the_tool_reports_unsupported_syntax(ws: Workspace) -> None:
     output = await invoke(GrepTool(ws), {"pattern": "(?P<x>a)(?P=x)"})
     assert output.is_error

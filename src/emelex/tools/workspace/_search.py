@@ -204,6 +204,8 @@ def compile_glob(pattern: str) -> Glob:
         regex = Re2Program("".join(pieces), _re2_options())
     except re2.error as error:
         raise PatternError(pattern, "invalid glob: " + _describe_re2_error(error)) from error
+    except UnicodeEncodeError as error:  # a lone surrogate (JSON can carry one)
+        raise PatternError(pattern, "the glob is not valid Unicode text") from error
     depth = None if "**" in parts else len([p for p in parts if p not in ("", ".")])
     return Glob(pattern, regex, depth)
 
