@@ -15,6 +15,7 @@ import pytest
 import trio
 
 from emelex.tools.builtin import WebFetchTool
+from emelex.tools.builtin._web_fetch import DEFAULT_CHARSET, body_charset, decode_body
 
 from .conftest import invoke
 
@@ -108,3 +109,10 @@ async def test_undecodable_gzip_endings_mark_the_body_cut(
     server.body = body
     text = await _fetch(server)
     assert f"[body cut: {problem}" in text
+
+
+@pytest.mark.parametrize("name", ["utf-8\x00", "x" * 5000, "mbcs", "base64_codec", "rot-13"])
+def test_odd_charset_names_never_raise(name: str) -> None:
+    charset, note = body_charset(name)
+    assert charset == DEFAULT_CHARSET and note is not None
+    assert decode_body(b"ok \xff", charset, final=True) == ("ok \ufffd", None)

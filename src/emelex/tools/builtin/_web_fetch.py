@@ -429,7 +429,7 @@ def body_charset(declared: str | None) -> tuple[str, str | None]:
         return DEFAULT_CHARSET, None
     try:
         info = codecs.lookup(declared)
-    except LookupError:
+    except (LookupError, ValueError):  # ValueError: a NUL in the name
         return DEFAULT_CHARSET, f"unknown charset {_printable(declared, 60)!r}"
     if not getattr(info, "_is_text_encoding", True) or info.name in _NOT_BODY_CHARSETS:
         return DEFAULT_CHARSET, f"charset {_printable(declared, 60)!r} is not a text encoding"
