@@ -149,6 +149,9 @@ def _parser() -> argparse.ArgumentParser:
     doctor = commands.add_parser("doctor", help="check this installation, line by line")
     doctor.add_argument("--json", action="store_true", help="print one JSON document")
     doctor.add_argument(
+        "--workspace", help="directory to check for leftovers of killed writes (default: current)"
+    )
+    doctor.add_argument(
         "--probe",
         action="store_true",
         help="run llama.cpp's CPU buffer-type probe now (and cache its verdict)",
