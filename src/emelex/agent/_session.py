@@ -10,6 +10,7 @@ import attrs
 import trio
 
 from emelex._ids import new_id
+from emelex._text import shorten
 from emelex.agent._approval import ApprovalContext, ApprovalDecision, ApprovalPolicy, Approve, Deny
 from emelex.agent._authority import AgentAuthoritySnapshot
 from emelex.agent._builder import check_options_capabilities
@@ -138,9 +139,7 @@ class _CancelRoute:
 
 
 def _bounded(text: str) -> str:
-    if len(text) <= MAX_TOOL_ERROR_CHARS:
-        return text
-    return text[: MAX_TOOL_ERROR_CHARS - 1] + "…"
+    return shorten(text, MAX_TOOL_ERROR_CHARS)
 
 
 def _user_message(content: str | Sequence[Part | str]) -> Message:

@@ -12,6 +12,7 @@ import jsonschema.exceptions
 import jsonschema.protocols
 import jsonschema.validators
 
+from emelex._text import shorten
 from emelex.agent._ceilings import schema_bytes
 from emelex.agent._errors import InvalidToolDeclaration
 from emelex.model import ToolDefinition
@@ -38,9 +39,7 @@ class RegisteredTool:
             return None
         where = "/".join(str(step) for step in error.absolute_path) or "(root)"
         text = f"invalid arguments at {where}: {error.message}"
-        if len(text) > MAX_VALIDATION_MESSAGE:
-            text = text[: MAX_VALIDATION_MESSAGE - 1] + "…"
-        return text
+        return shorten(text, MAX_VALIDATION_MESSAGE)
 
 
 def _register(tool: AgentTool) -> RegisteredTool:

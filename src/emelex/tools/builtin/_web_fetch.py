@@ -45,6 +45,7 @@ import httpcore
 import httpx
 import trio
 
+from emelex._text import shorten
 from emelex._version import __version__
 from emelex.model import ToolDefinition
 from emelex.tools._protocol import ToolCancellationPolicy, ToolInvocation, ToolOutput
@@ -455,7 +456,7 @@ def decode_body(data: bytes, charset: str, *, final: bool) -> tuple[str, str | N
 
 def _printable(text: str, limit: int = 300) -> str:
     cleaned = "".join(c if c.isprintable() else "?" for c in text)
-    return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
+    return shorten(cleaned, limit)
 
 
 # -- the tool -------------------------------------------------------------------------------
