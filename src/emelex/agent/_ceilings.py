@@ -14,6 +14,7 @@ from collections.abc import Iterable
 import attrs
 
 from emelex.agent._errors import CeilingExceeded
+from emelex.agent._fitting import fit_rounds
 from emelex.model import Message, TextPart, ToolDefinition
 
 KiB = 1024
@@ -60,6 +61,15 @@ class RequestSize:
             self.tool_argument_bytes + other.tool_argument_bytes,
         )
 
+    def __sub__(self, other: RequestSize) -> RequestSize:
+        return RequestSize(
+            self.messages - other.messages,
+            self.message_bytes - other.message_bytes,
+            self.media_bytes - other.media_bytes,
+            self.metadata_bytes - other.metadata_bytes,
+            self.tool_argument_bytes - other.tool_argument_bytes,
+        )
+
 
 def _utf8(text: str) -> int:
     # ASCII fast path: len() equals the encoded size.
@@ -81,10 +91,17 @@ def measure_message(message: Message) -> RequestSize:
     arguments = 0
     for call in message.tool_calls:
         metadata += _utf8(call.id) + _utf8(call.name)
-        arguments += len(json.dumps(call.arguments, separators=(",", ":")).encode())
+        arguments += argument_bytes(call.arguments)
     if message.tool_call_id is not None:
         metadata += _utf8(message.tool_call_id)
     return RequestSize(1, text, media, metadata, arguments)
+
+
+def argument_bytes(arguments: object) -> int:
+    """Size of arguments as compact JSON (ASCII-escaped, as they are measured in a
+    request). Raises TypeError or ValueError for values json cannot encode: the turn
+    core refuses those before measuring, and resumed history is checked at build."""
+    return len(json.dumps(arguments, separators=(",", ":")))
 
 
 def measure_messages(messages: Iterable[Message]) -> RequestSize:
@@ -103,8 +120,10 @@ def schema_bytes(tool: ToolDefinition) -> int:
     return _utf8(encoded)
 
 
-def check_request(size: RequestSize, schemas: int, ceilings: ResourceCeilings) -> None:
-    """Raise :class:`CeilingExceeded` naming the first ceiling ``size`` exceeds."""
+def first_excess(
+    size: RequestSize, schemas: int, ceilings: ResourceCeilings
+) -> tuple[str, int, int] | None:
+    """``(ceiling, maximum, actual)`` of the first ceiling ``size`` exceeds, or None."""
     checks = (
         ("max_messages", ceilings.max_messages, size.messages),
         ("max_message_bytes", ceilings.max_message_bytes, size.message_bytes),
@@ -115,4 +134,37 @@ def check_request(size: RequestSize, schemas: int, ceilings: ResourceCeilings) -
     )
     for name, maximum, actual in checks:
         if actual > maximum:
-            raise CeilingExceeded(name, maximum, actual)
+            return name, maximum, actual
+    return None
+
+
+def check_request(size: RequestSize, schemas: int, ceilings: ResourceCeilings) -> None:
+    """Raise :class:`CeilingExceeded` naming the first ceiling ``size`` exceeds."""
+    excess = first_excess(size, schemas, ceilings)
+    if excess is not None:
+        raise CeilingExceeded(*excess)
+
+
+def fit_to_ceilings(
+    messages: tuple[Message, ...],
+    size: RequestSize,
+    schemas: int,
+    ceilings: ResourceCeilings,
+) -> tuple[Message, ...]:
+    """``messages`` (whose total is ``size``) fitted under ``ceilings``: the same tuple
+    when they fit, else with earlier turns and then earlier rounds of the current turn
+    left out of the request (committed history is never changed). Tool declarations
+    are never left out. Raises :class:`CeilingExceeded` when the system prompt, the
+    current user message and the latest round do not fit on their own."""
+    excess = first_excess(RequestSize(), schemas, ceilings)
+    if excess is not None:
+        raise CeilingExceeded(*excess)
+    if first_excess(size, 0, ceilings) is None:
+        return messages
+    costs = [measure_message(message) for message in messages]
+    fitted = fit_rounds(
+        messages, costs, size, lambda total: first_excess(total, 0, ceilings) is None
+    )
+    if not fitted.fits:
+        check_request(fitted.total, schemas, ceilings)
+    return fitted.messages

@@ -1,0 +1,60 @@
+"""What a tool call's arguments may be: JSON values, nested at most a bounded depth.
+
+A model adapter written in Python can hand the harness anything (a ``set``, ``nan``,
+an ``int`` key, a structure that contains itself). Such a call can be neither stored
+nor measured nor replayed, so the turn core refuses its round before anything runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+#: Deepest nesting of objects and arrays accepted in one call's arguments (the
+#: arguments object itself is depth 1).
+MAX_ARGUMENT_DEPTH: Final = 64
+
+_SCALARS = (str, int, type(None))  # bool is an int
+
+
+def json_problem(arguments: Mapping[str, Any], max_depth: int = MAX_ARGUMENT_DEPTH) -> str | None:
+    """None when ``arguments`` is a JSON object of JSON values (dict with str keys,
+    list, str, int, bool, finite float, None) nested at most ``max_depth`` deep, else
+    a short model-readable explanation naming where the first problem is."""
+    # Iterative walk: a cyclic or very deep value must not exhaust the Python stack.
+    stack: list[tuple[object, str, int]] = [(arguments, "", 1)]
+    while stack:
+        value, where, depth = stack.pop()
+        if isinstance(value, _SCALARS):
+            continue
+        at = where or "(root)"
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                return f"the number at {at} is {value!r}, which JSON cannot represent"
+            continue
+        if isinstance(value, dict):
+            if depth > max_depth:
+                return f"the value at {at} is nested deeper than {max_depth} levels"
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    return (
+                        f"the object at {at} has a {type(key).__name__} key {_short(key)}; "
+                        "JSON object keys are strings"
+                    )
+                stack.append((item, f"{where}/{key[:40]}", depth + 1))
+            continue
+        if isinstance(value, list):
+            if depth > max_depth:
+                return f"the value at {at} is nested deeper than {max_depth} levels"
+            stack.extend((item, f"{where}/{index}", depth + 1) for index, item in enumerate(value))
+            continue
+        kind = type(value).__name__
+        hint = " (JSON arrays are lists)" if isinstance(value, Sequence | set | frozenset) else ""
+        return f"the value at {at} is a {kind}{hint}, not a JSON value"
+    return None
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
