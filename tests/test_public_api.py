@@ -73,6 +73,7 @@ EXPECTED = {
         "Contribution",
         "Engine",
         "EventStream",
+        "EventsLagged",
         "FunctionTool",
         "Harness",
         "Integration",
