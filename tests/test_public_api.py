@@ -168,6 +168,8 @@ EXPECTED = {
         "CeilingExceeded",
         "RoundLimitExceeded",
         "DEFAULT_MAX_ROUNDS",
+        "MAX_ARGUMENT_DEPTH",
+        "REFUSED_CALLS_KEPT",
         "DEFAULT_MAX_TOKENS",
         "InvalidHistory",
         "ProtocolViolation",

@@ -18,14 +18,26 @@ MAX_ARGUMENT_DEPTH: Final = 64
 _SCALARS = (str, int, type(None))  # bool is an int
 
 
-def json_problem(arguments: Mapping[str, Any], max_depth: int = MAX_ARGUMENT_DEPTH) -> str | None:
+def json_problem(
+    arguments: Mapping[str, Any],
+    max_depth: int = MAX_ARGUMENT_DEPTH,
+    max_values: int | None = None,
+) -> str | None:
     """None when ``arguments`` is a JSON object of JSON values (dict with str keys,
     list, str, int, bool, finite float, None) nested at most ``max_depth`` deep, else
-    a short model-readable explanation naming where the first problem is."""
+    a short model-readable explanation naming where a problem is.
+
+    ``max_values`` stops the walk early: every value costs at least two bytes of JSON
+    (itself and a separator), so a caller with a byte ceiling passes half of it and a
+    huge structure is refused without being walked to its end."""
     # Iterative walk: a cyclic or very deep value must not exhaust the Python stack.
     stack: list[tuple[object, str, int]] = [(arguments, "", 1)]
+    seen = 0
     while stack:
         value, where, depth = stack.pop()
+        seen += 1
+        if max_values is not None and seen > max_values:
+            return f"the arguments hold more than {max_values:,} values"
         if isinstance(value, _SCALARS):
             continue
         at = where or "(root)"

@@ -280,11 +280,12 @@ class TurnCore:
         calls = response.tool_calls
         if not calls:
             return None
+        ceilings = self._ceilings
+        budget = ceilings.max_tool_argument_bytes // 2
         for index, call in enumerate(calls, 1):
-            problem = json_problem(call.arguments)
+            problem = json_problem(call.arguments, max_values=budget)
             if problem is not None:
                 return f"call {index} ({_name(call.name)}) has non-JSON arguments: {problem}"
-        ceilings = self._ceilings
         limit = ceilings.max_tool_argument_bytes
         sizes = [argument_bytes(call.arguments) for call in calls]
         for index, (call, size) in enumerate(zip(calls, sizes, strict=True), 1):
@@ -329,7 +330,8 @@ class TurnCore:
         kept: list[ToolCall] = []
         for call in calls[:REFUSED_CALLS_KEPT]:
             result = measure_message(ToolOutput.error(longest).to_message(call.id))
-            options = [{}] if json_problem(call.arguments) else [call.arguments, {}]
+            problem = json_problem(call.arguments, max_values=ceilings.max_tool_argument_bytes // 2)
+            options = [{}] if problem else [call.arguments, {}]
             for arguments in options:
                 add = result + RequestSize(
                     0, 0, 0, len(call.id) + len(call.name), argument_bytes(arguments)
