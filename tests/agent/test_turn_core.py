@@ -342,3 +342,35 @@ def test_committed_turn_can_be_aborted_by_a_late_failure() -> None:
     resolution = core.abort()
     assert not resolution.rolled_back
     assert resolution.messages == turn.messages
+
+
+def test_a_refused_round_is_a_stand_in_with_synthetic_results_and_no_effects() -> None:
+    core = make_core(ceilings=ResourceCeilings(max_messages=4))
+    core.begin_round()
+    calls = tuple(ToolCall(f"p{n}", "read", {"path": f"{n}"}) for n in range(5))
+    events = respond(core, response=Response("trying", tool_calls=calls))
+    (completed,) = [e for e in events if isinstance(e, ModelCompleted)]
+    # ModelCompleted reports the round as it will be committed: the calls that fit.
+    assert [c.arguments for c in completed.response.tool_calls] == [{"path": "0"}, {"path": "1"}]
+    plan, proposed = core.end_round()
+    assert len(plan) == 2 and all(item.immediate is not None for item in plan)
+    assert len(proposed) == 2
+    assert [item.provider_id for item in plan] == ["p0", "p1"]
+    text = plan[0].immediate.text if plan[0].immediate else ""
+    assert text.startswith("refused: nothing in this round ran because the round proposed 5")
+    assert "Only the first 2 of the round's 5 calls" in text
+    for item in plan:
+        core.record_result(item.call.id, item.immediate or ToolOutput(""), executed=False)
+    core.finish_batch()
+    assert not core.tools_may_have_run
+    request, _ = core.begin_round()
+    assert [m.role for m in request.messages] == ["user", "assistant", "tool", "tool"]
+    assert core.abort().rolled_back  # nothing ran: a later failure still rolls back
+
+
+def test_a_round_that_cannot_hold_even_one_call_fails_with_the_ceiling() -> None:
+    core = make_core(ceilings=ResourceCeilings(max_messages=2))
+    core.begin_round()
+    call = ToolCall("p", "read", {"path": "a"})
+    with pytest.raises(CeilingExceeded, match="max_messages"):
+        respond(core, response=Response("", tool_calls=(call,)))
