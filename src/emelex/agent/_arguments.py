@@ -16,6 +16,7 @@ from typing import Any, Final
 MAX_ARGUMENT_DEPTH: Final = 64
 
 _SCALARS = (str, int, type(None))  # bool is an int
+_EXACT_SCALARS = frozenset({str, int, bool, type(None)})
 
 
 def json_problem(
@@ -30,6 +31,8 @@ def json_problem(
     ``max_values`` stops the walk early: every value costs at least two bytes of JSON
     (itself and a separator), so a caller with a byte ceiling passes half of it and a
     huge structure is refused without being walked to its end."""
+    if _plain(arguments, max_depth, max_values):
+        return None
     # Iterative walk: a cyclic or very deep value must not exhaust the Python stack.
     stack: list[tuple[object, str, int]] = [(arguments, "", 1)]
     seen = 0
@@ -65,6 +68,37 @@ def json_problem(
         hint = " (JSON arrays are lists)" if isinstance(value, Sequence | set | frozenset) else ""
         return f"the value at {at} is a {kind}{hint}, not a JSON value"
     return None
+
+
+def _plain(arguments: object, max_depth: int, max_values: int | None) -> bool:
+    """The common case, fast: True when there is nothing to report (no paths built)."""
+    budget = -1 if max_values is None else max_values
+    level: list[object] = [arguments]
+    depth = 0
+    while level:
+        depth += 1
+        budget -= len(level)
+        if max_values is not None and budget < 0:
+            return False
+        below: list[object] = []
+        for value in level:
+            if type(value) in _EXACT_SCALARS:
+                continue
+            if type(value) is float:
+                if not math.isfinite(value):
+                    return False
+            elif type(value) is dict:
+                if depth > max_depth or not all(type(key) is str for key in value):
+                    return False
+                below.extend(value.values())
+            elif type(value) is list:
+                if depth > max_depth:
+                    return False
+                below.extend(value)
+            else:
+                return False  # subclasses and everything else: the careful walk decides
+        level = below
+    return True
 
 
 def _short(value: object) -> str:

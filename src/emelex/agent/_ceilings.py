@@ -9,7 +9,7 @@ tool arguments (compact JSON of every tool call's arguments).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 
@@ -150,20 +150,22 @@ def fit_to_ceilings(
     size: RequestSize,
     schemas: int,
     ceilings: ResourceCeilings,
+    costs: Callable[[], Sequence[RequestSize]] | None = None,
 ) -> tuple[Message, ...]:
     """``messages`` (whose total is ``size``) fitted under ``ceilings``: the same tuple
     when they fit, else with earlier turns and then earlier rounds of the current turn
     left out of the request (committed history is never changed). Tool declarations
     are never left out. Raises :class:`CeilingExceeded` when the system prompt, the
-    current user message and the latest round do not fit on their own."""
+    current user message and the latest round do not fit on their own. ``costs``
+    gives each message's size when the caller already knows them."""
     excess = first_excess(RequestSize(), schemas, ceilings)
     if excess is not None:
         raise CeilingExceeded(*excess)
     if first_excess(size, 0, ceilings) is None:
         return messages
-    costs = [measure_message(message) for message in messages]
+    each = costs() if costs is not None else [measure_message(m) for m in messages]
     fitted = fit_rounds(
-        messages, costs, size, lambda total: first_excess(total, 0, ceilings) is None
+        messages, each, size, lambda total: first_excess(total, 0, ceilings) is None
     )
     if not fitted.fits:
         check_request(fitted.total, schemas, ceilings)

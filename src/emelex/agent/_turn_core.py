@@ -162,7 +162,10 @@ class TurnCore:
         ceilings: ResourceCeilings,
         max_rounds: int = DEFAULT_MAX_ROUNDS,
         make_id: Callable[[], str] = new_id,
+        history_costs: Callable[[], Sequence[RequestSize]] | None = None,
     ) -> None:
+        """``history_costs`` gives each history message's size (the session keeps
+        them, so fitting a long history does not measure it again every round)."""
         check_max_rounds(max_rounds)
         self.turn_id = turn_id
         self._history = tuple(history)
@@ -176,9 +179,11 @@ class TurnCore:
         self.max_rounds = max_rounds
         self._make_id = make_id
         self._messages: list[Message] = [user_message]
-        self._size = history_size + measure_message(user_message)
+        self._costs = [measure_message(user_message)]
+        self._size = history_size + self._costs[0]
+        self._history_costs = history_costs
         # What every request of this turn keeps, whatever fitting leaves out.
-        self._protected = measure_message(user_message)
+        self._protected = self._costs[0]
         if self._history and self._history[0].role == "system":
             self._protected = self._protected + measure_message(self._history[0])
         self._refusal: str | None = None
@@ -217,6 +222,7 @@ class TurnCore:
             self._size,
             sum(self._tools[tool.name].schema_bytes for tool in tools),
             self._ceilings,
+            self._all_costs,
         )
         request = GenerationRequest(messages, tools=tools, options=self._options)
         self.round += 1
@@ -424,8 +430,18 @@ class TurnCore:
         )
 
     def _append(self, message: Message) -> None:
+        cost = measure_message(message)
         self._messages.append(message)
-        self._size = self._size + measure_message(message)
+        self._costs.append(cost)
+        self._size = self._size + cost
+
+    def _all_costs(self) -> list[RequestSize]:
+        history = (
+            self._history_costs()
+            if self._history_costs is not None
+            else [measure_message(message) for message in self._history]
+        )
+        return [*history, *self._costs]
 
     def _find(self, call_id: str) -> PlannedCall:
         for item in self._batch:
