@@ -71,9 +71,13 @@ class RequestSize:
         )
 
 
-def _utf8(text: str) -> int:
+def utf8_len(text: str) -> int:
+    """Encoded size of ``text`` (lone surrogates counted, never raising)."""
     # ASCII fast path: len() equals the encoded size.
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+_utf8 = utf8_len
 
 
 def measure_message(message: Message) -> RequestSize:

@@ -36,6 +36,7 @@ from emelex.agent._ceilings import (
     first_excess,
     fit_to_ceilings,
     measure_message,
+    utf8_len,
 )
 from emelex.agent._errors import CeilingExceeded, ProtocolViolation, RoundLimitExceeded
 from emelex.agent._events import (
@@ -310,7 +311,7 @@ class TurnCore:
                 "propose fewer calls per round"
             )
         results = RequestSize(
-            len(calls), 0, 0, sum(len("tool") + len(call.id) for call in calls), 0
+            len(calls), 0, 0, sum(len("tool") + utf8_len(call.id) for call in calls), 0
         )
         total = self._protected + measure_message(self._assistant_message(response)) + results
         excess = first_excess(total, 0, ceilings)
@@ -340,7 +341,7 @@ class TurnCore:
             options = [{}] if problem else [call.arguments, {}]
             for arguments in options:
                 add = result + RequestSize(
-                    0, 0, 0, len(call.id) + len(call.name), argument_bytes(arguments)
+                    0, 0, 0, utf8_len(call.id) + utf8_len(call.name), argument_bytes(arguments)
                 )
                 if first_excess(total + add, 0, ceilings) is None:
                     kept.append(ToolCall(call.id, call.name, arguments))
