@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from emelex._ids import is_uuid7
 from emelex.agent import (
@@ -24,7 +26,7 @@ from emelex.agent import (
     TurnPhase,
     TurnStarted,
 )
-from emelex.agent._ceilings import RequestSize, measure_messages
+from emelex.agent._ceilings import RequestSize, first_excess, measure_messages
 from emelex.agent._tool_table import ToolTable
 from emelex.agent._turn_core import INTERRUPTED, NOT_EXECUTED
 from emelex.model import (
@@ -374,3 +376,36 @@ def test_a_round_that_cannot_hold_even_one_call_fails_with_the_ceiling() -> None
     call = ToolCall("p", "read", {"path": "a"})
     with pytest.raises(CeilingExceeded, match="max_messages"):
         respond(core, response=Response("", tool_calls=(call,)))
+
+
+@given(
+    st.lists(st.text(max_size=40), min_size=1, max_size=12),
+    st.integers(3, 12),
+    st.integers(16, 200),
+    st.integers(1, 3),
+)
+def test_a_round_either_fits_whole_or_is_refused_with_a_stand_in_that_fits(
+    paths: list[str], max_messages: int, max_arguments: int, rounds: int
+) -> None:
+    ceilings = ResourceCeilings(max_messages=max_messages, max_tool_argument_bytes=max_arguments)
+    core = make_core(history=(Message("system", "s"),), ceilings=ceilings)
+    for _ in range(rounds):
+        core.begin_round()
+        calls = tuple(ToolCall(f"p{n}", "read", {"path": p}) for n, p in enumerate(paths))
+        try:
+            respond(core, response=Response("", tool_calls=calls))
+        except CeilingExceeded:
+            return  # not even one call fits: the turn fails by the usual rules
+        plan, _ = core.end_round()
+        refused = [item for item in plan if item.immediate and item.immediate.is_error]
+        if refused and refused[0].immediate and refused[0].immediate.text.startswith("refused"):
+            assert len(refused) == len(plan) <= len(calls)
+        else:
+            assert len(plan) == len(calls)
+        for item in plan:
+            core.record_result(item.call.id, item.immediate or ToolOutput("ok"), executed=False)
+        core.finish_batch()
+        # What every request keeps (system prompt, user message, this round) fits.
+        latest = core.messages[-(len(plan) + 1) :]
+        kept = (Message("system", "s"), core.messages[0], *latest)
+        assert first_excess(measure_messages(kept), 0, ceilings) is None
