@@ -60,12 +60,17 @@ class EventStream:
         self._closed = False
         self._lagged = False
         self._delivered = 0
-        self.received = 0  # events the consumer took: how the gate sees it reading
+        self._received = 0
 
     @property
     def buffered(self) -> int:
         """Events in the channel, ready to be received."""
         return self._send.statistics().current_buffer_used
+
+    @property
+    def received(self) -> int:
+        """Events the consumer took (how the turn sees that it keeps reading)."""
+        return self._received
 
     @property
     def pending(self) -> int:
@@ -74,7 +79,7 @@ class EventStream:
 
     @property
     def lagged(self) -> bool:
-        """True once the stream was dropped for falling a whole buffer behind."""
+        """True once the stream was dropped for falling two buffers behind."""
         return self._lagged
 
     def offer(self, event: AgentEvent) -> None:
@@ -117,8 +122,8 @@ class EventStream:
 
     def _lagged_error(self) -> EventsLagged:
         return EventsLagged(
-            f"this event stream fell {2 * self._capacity:,} events behind and was dropped "
-            f"after {self._delivered:,} events; the session went on without it "
+            f"this event stream fell more than {2 * self._capacity:,} events behind and was "
+            f"dropped after {self._delivered:,} events; the session went on without it "
             "(read concurrently with the turn, or subscribe with a larger event_buffer)"
         )
 
@@ -141,7 +146,7 @@ class EventStream:
             if self._lagged:
                 raise self._lagged_error() from None
             raise
-        self.received += 1
+        self._received += 1
         return event
 
     def close(self) -> None:
