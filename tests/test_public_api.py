@@ -241,6 +241,128 @@ EXPECTED = {
         "ApproveAll",
         "ScriptedApprovals",
     },
+    "emelex.contracts": {
+        "AgentConfig",
+        "AgentList",
+        "AgentName",
+        "AgentWorker",
+        "ApproveResponse",
+        "AttachmentMeta",
+        "Branch",
+        "CauseCode",
+        "ContextReport",
+        "ContextRequest",
+        "ContractError",
+        "ContractLimitExceeded",
+        "CreateSessionReceipt",
+        "CreateSessionRequest",
+        "DenyResponse",
+        "Diagnostic",
+        "DiagnosticCause",
+        "DiagnosticId",
+        "DiagnosticKind",
+        "DiagnosticsPage",
+        "DiagnosticsRequest",
+        "DiagnosticsRevision",
+        "Digest",
+        "EventAddress",
+        "ExecuteReceipt",
+        "ExecuteRequest",
+        "ExecuteResult",
+        "ExecuteStatus",
+        "ForkReceipt",
+        "ForkReceiptRequest",
+        "ForkRequest",
+        "ForkWorker",
+        "HarnessPreset",
+        "HistoryPage",
+        "HistoryPageRequest",
+        "HistoryReadRequest",
+        "HistoryReadResult",
+        "HistoryRow",
+        "HistoryTarget",
+        "Interaction",
+        "InteractionId",
+        "InteractionResponse",
+        "InteractionState",
+        "InteractionsChanged",
+        "InvocationId",
+        "MAX_ATTACHMENTS",
+        "MAX_ATTACHMENT_BYTES",
+        "MAX_FIELD_CHARS",
+        "MAX_ID_CHARS",
+        "MAX_MESSAGE_CHARS",
+        "MAX_NAME_CHARS",
+        "MAX_PAGE_SIZE",
+        "MAX_QUERY_CHARS",
+        "MAX_QUEUE_ENTRIES",
+        "MAX_SAFE_INTEGER",
+        "MAX_SEARCH_HITS",
+        "MAX_TEXT_CHARS",
+        "MAX_TOOLS",
+        "MAX_WORKERS",
+        "ModelConfig",
+        "OperationKind",
+        "OperationReceipt",
+        "OperationRef",
+        "PendingInteractions",
+        "Position",
+        "PreparedRequest",
+        "Problem",
+        "ProblemCode",
+        "QueueChanged",
+        "QueueEntry",
+        "QueueSnapshot",
+        "QueueState",
+        "RequestState",
+        "Resolution",
+        "ResolutionOutcome",
+        "ResolvedBy",
+        "RespondReceipt",
+        "RespondRequest",
+        "Role",
+        "RoleGroup",
+        "RowAddress",
+        "RowField",
+        "RowsPublished",
+        "SearchField",
+        "SearchHit",
+        "SearchPage",
+        "SearchRequest",
+        "SendReceipt",
+        "SendRequest",
+        "SessionId",
+        "SessionInfo",
+        "SessionState",
+        "StartWorkerRequest",
+        "StopOutcome",
+        "StopReceipt",
+        "StopRequest",
+        "ToolCallInfo",
+        "ToolSchema",
+        "TurnId",
+        "WIRE_CLASSES",
+        "WIRE_UNIONS",
+        "WIRE_VERSION",
+        "WatchEndReason",
+        "WatchEnded",
+        "WatchRequest",
+        "WatchUpdate",
+        "WorkHubSnapshot",
+        "WorkKind",
+        "WorkerOrigin",
+        "WorkerReceipt",
+        "WorkerState",
+        "WorkerStatus",
+        "WorkspaceConfig",
+        "WorkspacePolicyName",
+        "attachment_spans",
+        "from_wire",
+        "json_schema",
+        "schema_for",
+        "to_wire",
+    },
+    "emelex.testing.contract_strategies": {"wire_values"},
 }
 
 
@@ -259,7 +381,7 @@ def test_top_level_facade_is_exact() -> None:
 
 
 def test_error_tree_is_rooted() -> None:
-    from emelex import agent, app, model, runtime
+    from emelex import agent, app, contracts, model, runtime
     from emelex.tools import mcp, workspace
 
     for error in (
@@ -271,8 +393,23 @@ def test_error_tree_is_rooted() -> None:
         mcp.McpError,
         emelex.LimitExceeded,
         emelex.SerializationError,
+        contracts.ContractError,
+        contracts.ContractLimitExceeded,
     ):
         assert issubclass(error, emelex.EmelexError)
+
+
+def test_importing_emelex_loads_no_engine_module() -> None:
+    # The facade is lazy so `import emelex.contracts` stays free of the engine and Trio.
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, emelex; "
+        "print(sorted(m for m in sys.modules if m.startswith(('emelex.', 'trio'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "['emelex._errors', 'emelex._version']"
 
 
 def test_version_is_the_package_version() -> None:

@@ -8,7 +8,7 @@ keys, a string where a number belongs, or an unknown union ``kind`` are a
 from __future__ import annotations
 
 import re
-from typing import Any, TypeVar, get_args
+from typing import Any, TypeVar, get_args, overload
 
 import attrs
 import cattrs
@@ -101,7 +101,9 @@ def _make_converter() -> cattrs.Converter:
             missing = [key for key in keys if key not in value]
             if missing:
                 # Every field is required on the wire, defaults are Python conveniences.
-                raise ContractError(f"{cls.__name__}: required fields missing: {missing}")
+                unknown = sorted(str(key) for key in value if key not in keys)
+                also = f"; unknown fields {unknown}" if unknown else ""
+                raise ContractError(f"{cls.__name__}: required fields missing: {missing}{also}")
             return generated(value, tp)
 
         return structure
@@ -128,14 +130,18 @@ def to_wire(value: Any) -> Any:
     return _converter.unstructure(value)
 
 
-def from_wire(cls: type[T], value: Any) -> T:
+@overload
+def from_wire(cls: type[T], value: Any) -> T: ...
+@overload
+def from_wire(cls: Any, value: Any) -> Any: ...
+def from_wire(cls: Any, value: Any) -> Any:
     """Build ``cls`` (a declaration or named union) from a decoded JSON value.
 
     Raises :class:`ContractError` (:class:`ContractLimitExceeded` for a bound) naming the
     path of every problem.
     """
     try:
-        result: T = _converter.structure(value, cls)
+        result = _converter.structure(value, cls)
     except ContractError:
         raise
     except cattrs.BaseValidationError as exc:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import types
 import typing
-from typing import Any, Final, Literal, TypeVar, get_args, get_origin
+from typing import Any, Final, Literal, TypeVar, dataclass_transform, get_args, get_origin
 
 import attrs
 
@@ -30,32 +30,6 @@ UNION_NAMES: dict[frozenset[type], str] = {}
 WIRE_UNIONS: dict[str, Any] = {}
 #: Identifier-like string types (NewType over str) -> their bounds.
 WIRE_STRINGS: dict[Any, dict[str, Any]] = {}
-
-
-def wire(cls: type[T]) -> type[T]:
-    """Make ``cls`` a frozen, keyword-only attrs class with checked field types."""
-    return _make(cls, order=False)
-
-
-def ordered_wire(cls: type[T]) -> type[T]:
-    """Like :func:`wire`, and instances order by their fields (positions, cursors)."""
-    return _make(cls, order=True)
-
-
-def _make(cls: type[T], *, order: bool) -> type[T]:
-    own_check = cls.__dict__.get("__attrs_post_init__")
-
-    def __attrs_post_init__(self: Any) -> None:
-        for field in attrs.fields(type(self)):
-            check_value(getattr(self, field.name), field, f"{type(self).__name__}.{field.name}")
-        if own_check is not None:
-            own_check(self)
-
-    cls.__attrs_post_init__ = __attrs_post_init__  # type: ignore[attr-defined]
-    made = attrs.frozen(kw_only=True, order=order)(cls)
-    attrs.resolve_types(made)  # type: ignore[type-var]
-    WIRE_CLASSES[made.__name__] = made
-    return made
 
 
 def wire_string(new_type: Any, name: str, *, pattern: str, max_len: int, description: str) -> None:
@@ -250,3 +224,38 @@ def _kind(value: Any) -> str:
 
 def _name(tp: Any) -> str:
     return " | ".join(getattr(arm, "__name__", repr(arm)) for arm in get_args(tp))
+
+
+@dataclass_transform(
+    frozen_default=True, kw_only_default=True, field_specifiers=(attrs.field, text, count, items)
+)
+def wire(cls: type[T]) -> type[T]:
+    """Make ``cls`` a frozen, keyword-only attrs class with checked field types."""
+    return _make(cls, order=False)
+
+
+@dataclass_transform(
+    frozen_default=True,
+    kw_only_default=True,
+    order_default=True,
+    field_specifiers=(attrs.field, text, count, items),
+)
+def ordered_wire(cls: type[T]) -> type[T]:
+    """Like :func:`wire`, and instances order by their fields (positions, cursors)."""
+    return _make(cls, order=True)
+
+
+def _make(cls: type[T], *, order: bool) -> type[T]:
+    own_check = cls.__dict__.get("__attrs_post_init__")
+
+    def __attrs_post_init__(self: Any) -> None:
+        for field in attrs.fields(type(self)):
+            check_value(getattr(self, field.name), field, f"{type(self).__name__}.{field.name}")
+        if own_check is not None:
+            own_check(self)
+
+    cls.__attrs_post_init__ = __attrs_post_init__  # type: ignore[attr-defined]
+    made = attrs.frozen(kw_only=True, order=order)(cls)
+    attrs.resolve_types(made)  # type: ignore[type-var]
+    WIRE_CLASSES[made.__name__] = made
+    return made
