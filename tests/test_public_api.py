@@ -341,6 +341,7 @@ EXPECTED = {
         "ToolCallInfo",
         "ToolSchema",
         "TurnId",
+        "UNICODE_VERSION",
         "WIRE_CLASSES",
         "WIRE_UNIONS",
         "WIRE_VERSION",
@@ -357,12 +358,23 @@ EXPECTED = {
         "WorkspaceConfig",
         "WorkspacePolicyName",
         "attachment_spans",
+        "find_matches",
         "from_wire",
+        "is_word_char",
         "json_schema",
         "schema_for",
+        "simple_casefold",
         "to_wire",
     },
     "emelex.testing.contract_strategies": {"wire_values"},
+    "emelex.service.search": {
+        "MAX_FIELD_CHARS",
+        "MAX_QUERY_CHARS",
+        "UNICODE_VERSION",
+        "find_matches",
+        "is_word_char",
+        "simple_casefold",
+    },
 }
 
 

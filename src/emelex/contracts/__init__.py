@@ -10,6 +10,7 @@ without pulling in the execution engine. Wire keys are camelCase, attributes sna
     from_wire(Position, {"sourceSequence": 7, "itemIndex": 0})
 
 ``python -m emelex.contracts schema`` prints the JSON Schema of every type.
+:func:`find_matches` defines what a search matches (pure, shared by Host and clients).
 """
 
 from emelex.contracts._agents import (
@@ -20,6 +21,7 @@ from emelex.contracts._agents import (
     WorkspaceConfig,
     WorkspacePolicyName,
 )
+from emelex.contracts._casefold import UNICODE_VERSION, simple_casefold
 from emelex.contracts._context import (
     ContextReport,
     ContextRequest,
@@ -101,6 +103,7 @@ from emelex.contracts._limits import (
     MAX_TOOLS,
     MAX_WORKERS,
 )
+from emelex.contracts._matching import find_matches, is_word_char
 from emelex.contracts._operations import (
     OperationKind,
     OperationReceipt,
@@ -163,6 +166,7 @@ __all__ = [
     "MAX_WORKERS",
     "WIRE_CLASSES",
     "WIRE_UNIONS",
+    "UNICODE_VERSION",
     "WIRE_VERSION",
     "AgentConfig",
     "AgentList",
@@ -262,8 +266,11 @@ __all__ = [
     "WorkspaceConfig",
     "WorkspacePolicyName",
     "attachment_spans",
+    "find_matches",
+    "is_word_char",
     "from_wire",
     "json_schema",
     "schema_for",
+    "simple_casefold",
     "to_wire",
 ]

@@ -1,0 +1,52 @@
+"""Unicode *simple* case folding (UCD CaseFolding.txt statuses C and S), no normalization.
+
+Python's ``str.casefold`` is *full* folding (C and F): ``"ß".casefold() == "ss"`` changes
+the length of the text, so offsets in the folded text would no longer be offsets in the
+original. Simple folding maps each code point to exactly one code point.
+
+The UCD file itself is not shipped with Python, so the table is derived from Python's
+own Unicode database (the version ``unicodedata.unidata_version`` names):
+
+* When ``c.casefold()`` is one code point, that is the C mapping (or ``c`` itself): full
+  folding only differs from simple folding for the code points with an F entry.
+* Otherwise ``c`` has an F entry. CaseFolding.txt gives such a code point an S entry
+  exactly when its lowercase mapping is one different code point (U+1E9E ẞ -> ß,
+  U+1F88 ᾈ -> ᾀ, U+1FBC ᾼ -> ᾳ ...), and that S entry is the lowercase mapping. When
+  ``c.lower()`` is ``c`` (ß, the ligatures ﬀ..ﬆ) or several code points (U+0130 İ,
+  whose only other entry is the Turkic T status), simple folding leaves ``c`` unchanged.
+
+``tests/contracts/test_casefold.py`` checks the derivation against an independent copy
+of the UCD table for every code point.
+"""
+
+from __future__ import annotations
+
+import sys
+import unicodedata
+from functools import cache
+from typing import Final
+
+UNICODE_VERSION: Final = unicodedata.unidata_version
+
+
+@cache
+def simple_fold_table() -> dict[int, int]:
+    """Code point -> its simple case folding, for every code point that changes."""
+    table: dict[int, int] = {}
+    for code in range(sys.maxunicode + 1):
+        char = chr(code)
+        full = char.casefold()
+        if full == char:
+            continue
+        if len(full) == 1:
+            table[code] = ord(full)
+            continue
+        lower = char.lower()
+        if len(lower) == 1 and lower != char:
+            table[code] = ord(lower)
+    return table
+
+
+def simple_casefold(text: str) -> str:
+    """``text`` with every code point replaced by its simple case folding (same length)."""
+    return text.translate(simple_fold_table())
