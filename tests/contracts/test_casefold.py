@@ -9,6 +9,8 @@ import sys
 import unicodedata
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from emelex.contracts import UNICODE_VERSION, simple_casefold
 from emelex.contracts._casefold import simple_fold_table
@@ -70,6 +72,19 @@ def test_the_derived_table_equals_the_ucd_simple_folding_for_every_code_point() 
 def test_hand_cases(text: str, folded: str) -> None:
     assert simple_casefold(text) == folded
     assert len(simple_casefold(text)) == len(text)
+
+
+def test_the_fast_folding_equals_the_table_on_every_code_point() -> None:
+    every = "".join(chr(code) for code in range(sys.maxunicode + 1) if not 0xD800 <= code < 0xE000)
+    assert simple_casefold(every) == every.translate(simple_fold_table())
+    # Context: Python's lower() turns a word-final sigma into ς; folding does not care.
+    assert simple_casefold("ΟΔΟΣ ΟΔΟΣ.") == "οδοσ οδοσ."
+    assert simple_casefold("aİbİ") == "aİbİ"
+
+
+@given(st.text())
+def test_the_fast_folding_equals_the_table_on_any_text(text: str) -> None:
+    assert simple_casefold(text) == text.translate(simple_fold_table())
 
 
 def test_folding_keeps_length_where_full_folding_does_not() -> None:
