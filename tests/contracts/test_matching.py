@@ -23,8 +23,9 @@ from emelex.contracts._casefold import simple_fold_table
 
 # Characters that stress folding and word boundaries: sharp s in both cases, long s,
 # Kelvin, Turkish i's, sigmas, a ligature, a combining accent, join controls,
-# connector punctuation, digits of two scripts, spaces and punctuation.
-_ALPHABET = "sSßẞſkK\u212aiIıİσςΣﬁfeé\u0301\u200c\u200d_-. 1٣a"
+# connector punctuation, digits of two scripts, spaces, punctuation, micro sign and mu,
+# and a Cherokee letter in both cases (it folds to its uppercase).
+_ALPHABET = "sSßẞſkK\u212aiIıİσςΣﬁfeé\u0301\u200c\u200d_-. 1٣aµμΜ\u13a0\uab70"
 
 
 def _oracle_word(char: str) -> bool:

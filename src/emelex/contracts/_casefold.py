@@ -74,15 +74,32 @@ def simple_casefold(text: str) -> str:
     # `str.lower` runs in C; the table-driven `str.translate` is ~100x slower on
     # non-ASCII text. Python's lower() also applies the final-sigma rule; the fix-ups
     # fold every sigma to the same letter anyway.
+    return fold_lowered(text.lower())
+
+
+def fold_lowered(lowered: str) -> str:
+    """Finish folding ``lowered`` (a ``str.lower()`` result of text without U+0130)."""
     fixes, pattern = _after_lower()
-    folded = text.lower()
-    found = pattern.search(folded)
+    found = pattern.search(lowered)
     while found is not None:
         # One C-speed replace per distinct fix-up character present (at most ~100).
         char = found.group()
-        folded = folded.replace(char, fixes[char])
-        found = pattern.search(folded, found.start())
-    return folded
+        lowered = lowered.replace(char, fixes[char])
+        found = pattern.search(lowered, found.start())
+    return lowered
+
+
+def fix_up_sources(folded: str) -> tuple[str, ...] | None:
+    """The lowercase characters that fold onto a character of ``folded`` (a folded text).
+
+    None when ``folded`` holds a character that lowercases to something else (Cherokee
+    folds to its uppercase): such a text cannot be looked up in merely lowered text.
+    """
+    if any(char.lower() != char for char in folded):
+        return None
+    fixes, _pattern = _after_lower()
+    targets = set(folded)
+    return tuple(source for source, target in fixes.items() if target in targets)
 
 
 _DOTTED_CAPITAL_I: Final = "\u0130"
