@@ -39,6 +39,7 @@ from emelex.contracts._diagnostics import (
     DiagnosticsPage,
     DiagnosticsRequest,
     DiagnosticsRevision,
+    WatchDiagnosticsRequest,
 )
 from emelex.contracts._errors import ContractError, ContractLimitExceeded
 from emelex.contracts._executor import (
@@ -50,6 +51,7 @@ from emelex.contracts._executor import (
     attachment_spans,
 )
 from emelex.contracts._fork import ForkReceipt, ForkReceiptRequest, ForkRequest
+from emelex.contracts._hello import Hello
 from emelex.contracts._history import (
     EventAddress,
     HistoryPage,
@@ -78,9 +80,11 @@ from emelex.contracts._interactions import (
     ApproveResponse,
     DenyResponse,
     Interaction,
+    InteractionRequest,
     InteractionResponse,
     InteractionState,
     PendingInteractions,
+    PendingInteractionsRequest,
     Resolution,
     ResolutionOutcome,
     ResolvedBy,
@@ -146,10 +150,16 @@ from emelex.contracts._workhub import (
     WorkerReceipt,
     WorkerState,
     WorkerStatus,
+    WorkHubRequest,
     WorkHubSnapshot,
 )
 
 __all__ = [
+    "Hello",
+    "WorkHubRequest",
+    "PendingInteractionsRequest",
+    "InteractionRequest",
+    "WatchDiagnosticsRequest",
     "MAX_ATTACHMENTS",
     "MAX_ATTACHMENT_BYTES",
     "MAX_FIELD_CHARS",

@@ -69,3 +69,10 @@ class DiagnosticsRevision:
 
     session_id: SessionId
     revision: int = count(maximum=MAX_SAFE_INTEGER)
+
+
+@wire
+class WatchDiagnosticsRequest:
+    """Subscribe to a session's diagnostic revision (emitted at once, then on change)."""
+
+    session_id: SessionId

@@ -85,3 +85,18 @@ class RespondReceipt:
 
     interaction: Interaction
     receipt: OperationReceipt
+
+
+@wire
+class PendingInteractionsRequest:
+    """List the interactions of a session that await an answer."""
+
+    session_id: SessionId
+
+
+@wire
+class InteractionRequest:
+    """Read one interaction (pending or resolved) to reconstruct its original request."""
+
+    session_id: SessionId
+    interaction_id: InteractionId

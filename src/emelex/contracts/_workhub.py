@@ -69,3 +69,10 @@ class WorkHubSnapshot:
 
     coordinator_id: SessionId
     workers: tuple[WorkerStatus, ...] = items(max_items=MAX_WORKERS, limit="workers")
+
+
+@wire
+class WorkHubRequest:
+    """Read the workers of one coordinator session."""
+
+    coordinator_id: SessionId
