@@ -172,6 +172,10 @@ def test_adversarial_input_scans_in_linear_time() -> None:
     easy = time.perf_counter() - easy_start
     # Quadratic scanning would be ~500x slower than the easy text; allow a generous margin.
     assert adversarial < easy * 20 + 0.5
+    # The same without whole words (another scanning path).
+    start = time.perf_counter()
+    assert find_matches(text, query, case_sensitive=True, whole_word=False) == []
+    assert time.perf_counter() - start < easy * 20 + 0.5
     # Whole-word near-misses: every "a" matches but none stands alone.
     many = "a" * 1_000_000
     start = time.perf_counter()
