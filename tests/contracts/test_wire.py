@@ -87,6 +87,13 @@ def test_attachment_metadata_has_the_spec_shape_and_spans_follow_lengths() -> No
     assert c.attachment_spans(metas) == ((0, 3), (3, 3), (3, 8))
 
 
+def _nested(depth: int) -> Any:
+    value: Any = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 def _page_wire() -> dict[str, Any]:
     return {
         "sessionId": "s-1",
@@ -228,3 +235,18 @@ def test_cross_field_rules() -> None:
             c.AttachmentMeta,
             {"name": "a", "mimeType": "text/plain", "bytes": 1, "digest": "md5:00"},
         )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "needle"),
+    [
+        ({"a": {1, 2}}, "set is not a JSON value"),
+        ({"a": b"x"}, "bytes is not a JSON value"),
+        ({"a": float("nan")}, "not a JSON number"),
+        ({"a": {1: "x"}}, "is not a string"),
+        ({"deep": _nested(70)}, "nesting depth"),
+    ],
+)
+def test_free_form_json_fields_hold_json_only(arguments: Any, needle: str) -> None:
+    with pytest.raises(c.ContractError, match=needle):
+        c.ToolCallInfo(id="call-1", name="read_file", arguments=arguments)

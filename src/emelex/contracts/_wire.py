@@ -196,8 +196,9 @@ def _check_type(value: Any, tp: Any, where: str) -> None:
             _check_type(item, item_type, f"{where}[{index}]")
         return
     if origin is dict:
-        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-            raise ContractError(f"{where}: expected an object with string keys")
+        if not isinstance(value, dict):
+            raise ContractError(f"{where}: expected an object, got {_kind(value)}")
+        _check_json(value, where, 0)
         return
     if tp is bool:
         if not isinstance(value, bool):
@@ -216,6 +217,33 @@ def _check_type(value: Any, tp: Any, where: str) -> None:
             raise ContractError(f"{where}: expected {tp.__name__}, got {_kind(value)}")
         return
     raise TypeError(f"{where}: unsupported wire type {tp!r}")  # a declaration bug
+
+
+#: Nesting depth of a free-form JSON value (tool arguments, JSON Schemas).
+MAX_JSON_DEPTH: Final = 64
+
+
+def _check_json(value: Any, where: str, depth: int) -> None:
+    # Free-form fields must survive json.dumps: JSON types only, string keys, bounded depth.
+    if depth > MAX_JSON_DEPTH:
+        raise ContractLimitExceeded(f"{where} nesting depth", MAX_JSON_DEPTH, depth)
+    if value is None or isinstance(value, bool | int | str):
+        return
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ContractError(f"{where}: {value} is not a JSON number")
+        return
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_json(item, f"{where}[{index}]", depth + 1)
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ContractError(f"{where}: object key {key!r} is not a string")
+            _check_json(item, f"{where}.{key}", depth + 1)
+        return
+    raise ContractError(f"{where}: {_kind(value)} is not a JSON value")
 
 
 def _kind(value: Any) -> str:
