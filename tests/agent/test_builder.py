@@ -154,10 +154,16 @@ def test_reasoning_stripped_from_resumed_history_when_proven_absent(make_builder
         assert session.history[1].reasoning == "private"
 
 
-def test_history_over_a_ceiling_is_refused(make_builder: Make) -> None:
-    history = [Message("user", "x" * 100)]
+def test_history_over_a_ceiling_is_accepted_but_a_system_prompt_over_it_is_not(
+    make_builder: Make,
+) -> None:
+    # Earlier turns are left out of requests (fitting), so they never block a build;
+    # the system prompt is in every request, so it must fit.
+    history = [Message("user", "x" * 100), Message("assistant", "y")]
+    with make_builder(ScriptedModel([])).history(history).max_message_bytes(10).build() as s:
+        assert s.history == tuple(history)
     with pytest.raises(CeilingExceeded) as caught:
-        make_builder(ScriptedModel([])).history(history).max_message_bytes(10).build()
+        make_builder(ScriptedModel([])).system_prompt("z" * 11).max_message_bytes(10).build()
     assert caught.value.limit == "max_message_bytes"
     assert caught.value.maximum == 10
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from emelex._ids import is_uuid7
 from emelex.agent import (
@@ -24,7 +26,7 @@ from emelex.agent import (
     TurnPhase,
     TurnStarted,
 )
-from emelex.agent._ceilings import RequestSize, measure_messages
+from emelex.agent._ceilings import RequestSize, first_excess, measure_messages
 from emelex.agent._tool_table import ToolTable
 from emelex.agent._turn_core import INTERRUPTED, NOT_EXECUTED
 from emelex.model import (
@@ -342,3 +344,68 @@ def test_committed_turn_can_be_aborted_by_a_late_failure() -> None:
     resolution = core.abort()
     assert not resolution.rolled_back
     assert resolution.messages == turn.messages
+
+
+def test_a_refused_round_is_a_stand_in_with_synthetic_results_and_no_effects() -> None:
+    core = make_core(ceilings=ResourceCeilings(max_messages=4))
+    core.begin_round()
+    calls = tuple(ToolCall(f"p{n}", "read", {"path": f"{n}"}) for n in range(5))
+    events = respond(core, response=Response("trying", tool_calls=calls))
+    (completed,) = [e for e in events if isinstance(e, ModelCompleted)]
+    # ModelCompleted reports the round as it will be committed: the calls that fit.
+    assert [c.arguments for c in completed.response.tool_calls] == [{"path": "0"}, {"path": "1"}]
+    plan, proposed = core.end_round()
+    assert len(plan) == 2 and all(item.immediate is not None for item in plan)
+    assert len(proposed) == 2
+    assert [item.provider_id for item in plan] == ["p0", "p1"]
+    text = plan[0].immediate.text if plan[0].immediate else ""
+    assert text.startswith("refused: nothing in this round ran because the round proposed 5")
+    assert "Only the first 2 of the round's 5 calls" in text
+    for item in plan:
+        core.record_result(item.call.id, item.immediate or ToolOutput(""), executed=False)
+    core.finish_batch()
+    assert not core.tools_may_have_run
+    request, _ = core.begin_round()
+    assert [m.role for m in request.messages] == ["user", "assistant", "tool", "tool"]
+    assert core.abort().rolled_back  # nothing ran: a later failure still rolls back
+
+
+def test_a_round_that_cannot_hold_even_one_call_fails_with_the_ceiling() -> None:
+    core = make_core(ceilings=ResourceCeilings(max_messages=2))
+    core.begin_round()
+    call = ToolCall("p", "read", {"path": "a"})
+    with pytest.raises(CeilingExceeded, match="max_messages"):
+        respond(core, response=Response("", tool_calls=(call,)))
+
+
+@given(
+    st.lists(st.text(max_size=40), min_size=1, max_size=12),
+    st.integers(3, 12),
+    st.integers(16, 200),
+    st.integers(1, 3),
+)
+def test_a_round_either_fits_whole_or_is_refused_with_a_stand_in_that_fits(
+    paths: list[str], max_messages: int, max_arguments: int, rounds: int
+) -> None:
+    ceilings = ResourceCeilings(max_messages=max_messages, max_tool_argument_bytes=max_arguments)
+    core = make_core(history=(Message("system", "s"),), ceilings=ceilings)
+    for _ in range(rounds):
+        core.begin_round()
+        calls = tuple(ToolCall(f"p{n}", "read", {"path": p}) for n, p in enumerate(paths))
+        try:
+            respond(core, response=Response("", tool_calls=calls))
+        except CeilingExceeded:
+            return  # not even one call fits: the turn fails by the usual rules
+        plan, _ = core.end_round()
+        refused = [item for item in plan if item.immediate and item.immediate.is_error]
+        if refused and refused[0].immediate and refused[0].immediate.text.startswith("refused"):
+            assert len(refused) == len(plan) <= len(calls)
+        else:
+            assert len(plan) == len(calls)
+        for item in plan:
+            core.record_result(item.call.id, item.immediate or ToolOutput("ok"), executed=False)
+        core.finish_batch()
+        # What every request keeps (system prompt, user message, this round) fits.
+        latest = core.messages[-(len(plan) + 1) :]
+        kept = (Message("system", "s"), core.messages[0], *latest)
+        assert first_excess(measure_messages(kept), 0, ceilings) is None

@@ -144,3 +144,20 @@ def test_the_real_command(tmp_path: Path) -> None:
     assert run("export", "actors/repo-reviewer", str(dest)).returncode == 0
     assert run("diff", "actors/repo-reviewer", str(dest)).returncode == 0
     assert run("diff", "actors/repo-reviewer", "actors/writer").returncode == 1
+
+
+def test_package_text_reaches_the_terminal_neutralized(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    package = tmp_path / "packages" / "evil"
+    shutil.copytree(ACTORS / "writer", package)
+    manifest = package / "agent.toml"
+    manifest.write_text(
+        manifest.read_text().replace(
+            'description = "Drafts', 'description = "\\u001b]0;pwned\\u0007\\u202eDrafts'
+        )
+    )
+    assert agents_command(namespace("list", tmp_path / "packages")) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+    assert "\\x1b]0;pwned\\x07\\u202eDrafts" in out

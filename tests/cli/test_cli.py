@@ -257,8 +257,8 @@ def test_run_supervise_shows_its_own_tree(tmp_path: Path, workspace: Path) -> No
     )
     result = run("run", "--supervise", "--model", spec, "x", cwd=workspace)
     assert result.returncode == 0, result.stderr
-    assert "└─ session" in result.stderr
-    assert "└─ turn" in result.stderr
+    assert "─ session" in result.stderr
+    assert "─ turn" in result.stderr
 
 
 def test_bad_model_spec_is_a_configuration_error(tmp_path: Path) -> None:
@@ -277,6 +277,7 @@ def test_run_an_agent_package(tmp_path: Path) -> None:
         "run",
         "--model",
         spec,
+        "--agent",
         str(root / "actors" / "repo-reviewer"),
         "Review it.",
         cwd=tmp_path,
@@ -285,7 +286,7 @@ def test_run_an_agent_package(tmp_path: Path) -> None:
     assert result.stdout.strip() == "Reviewed."
     assert "→ tool list_directory" in result.stderr
     assert "← result" in result.stderr
-    missing = run("run", "--model", spec, str(tmp_path / "nope"), "x", cwd=tmp_path)
+    missing = run("run", "--model", spec, "--agent", str(tmp_path / "nope"), "x", cwd=tmp_path)
     assert missing.returncode == 3
 
 
@@ -306,6 +307,7 @@ def test_run_an_agent_package_on_a_real_workspace(tmp_path: Path, workspace: Pat
         "--workspace",
         str(workspace),
         "--allow-reads",
+        "--agent",
         str(root / "actors" / "repo-reviewer"),
         "Review it.",
         cwd=tmp_path,
@@ -335,6 +337,7 @@ def test_a_package_on_a_real_workspace_keeps_its_policy(tmp_path: Path, workspac
         "ws",
         "--allow-tool",
         "write_file",
+        "--agent",
         str(root / "actors" / "writer"),
         "Write a draft.",
         cwd=tmp_path,
@@ -352,6 +355,7 @@ def test_a_package_on_a_real_workspace_keeps_its_policy(tmp_path: Path, workspac
         str(workspace),
         "--allow-tool",
         "write_file",
+        "--agent",
         str(root / "actors" / "repo-reviewer"),
         "Write a draft.",
         cwd=tmp_path,
@@ -368,6 +372,7 @@ def test_a_package_on_a_real_workspace_keeps_its_policy(tmp_path: Path, workspac
         "--workspace",
         str(workspace),
         "--allow-reads",
+        "--agent",
         str(root / "actors" / "repo-reviewer"),
         "Read .env.",
         cwd=tmp_path,
@@ -381,10 +386,14 @@ def test_a_package_workspace_must_be_a_directory(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2]
     spec = script(tmp_path, [[{"say": "never"}]])
     package = str(root / "actors" / "repo-reviewer")
-    missing = run("run", "--model", spec, "--workspace", "nope", package, "x", cwd=tmp_path)
+    missing = run(
+        "run", "--model", spec, "--workspace", "nope", "--agent", package, "x", cwd=tmp_path
+    )
     assert missing.returncode == 3
     assert "cannot run the agent package: workspace 'nope'" in missing.stderr
-    a_file = run("run", "--model", spec, "--workspace", spec[9:], package, "x", cwd=tmp_path)
+    a_file = run(
+        "run", "--model", spec, "--workspace", spec[9:], "--agent", package, "x", cwd=tmp_path
+    )
     assert a_file.returncode == 3
     assert "is not a directory" in a_file.stderr
     assert missing.stdout == a_file.stdout == ""
@@ -395,7 +404,7 @@ def test_ctrl_c_cancels_a_package_turn_and_exits_130(tmp_path: Path, workspace: 
     spec = script(tmp_path, [[{"say": "thinking"}, {"wait": 600}, {"say": "never"}]])
     package = str(root / "actors" / "repo-reviewer")
     with subprocess.Popen(
-        [*EMELEX, "run", "--model", spec, "--workspace", str(workspace), package, "x"],
+        [*EMELEX, "run", "--model", spec, "--workspace", str(workspace), "--agent", package, "x"],
         cwd=tmp_path,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -29,6 +27,7 @@ from emelex.model import (
     ToolChoice,
     ToolDefinition,
 )
+from tests.cli.test_cli import EMELEX, _read_until
 
 PATH = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
 TOOLS = (
@@ -148,7 +147,7 @@ def test_the_demo_runs_a_real_agent_turn_on_gemma(tmp_path: Path) -> None:
     assert gemma_path().is_file()  # the packaged model (a failure names the package)
     environment = {**os.environ, "EMELEX_HOME": str(tmp_path / "home")}
     completed = subprocess.run(
-        [sys.executable, "-m", "emelex.cli", "demo", "--no-input"],
+        [*EMELEX, "demo", "--no-input"],
         capture_output=True,
         text=True,
         timeout=600,
@@ -169,22 +168,6 @@ def test_the_demo_runs_a_real_agent_turn_on_gemma(tmp_path: Path) -> None:
     assert DEMO_FILES["todo.txt"].strip() in err
 
 
-def _read_until(fd: int, marker: bytes, deadline: float) -> bytes:
-    seen = b""
-    while marker not in seen:
-        remaining = deadline - time.monotonic()
-        assert remaining > 0, f"timed out waiting for {marker!r}; saw {seen!r}"
-        ready, _, _ = select.select([fd], [], [], remaining)
-        if ready:
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:  # the child closed the terminal
-                chunk = b""
-            assert chunk, f"terminal closed before {marker!r}; saw {seen!r}"
-            seen += chunk
-    return seen
-
-
 @pytest.mark.parametrize(("answer", "approved"), [(b"y\n", True), (b"n\n", False)])
 def test_on_a_terminal_the_read_asks_and_the_answer_decides(
     tmp_path: Path, answer: bytes, approved: bool
@@ -200,7 +183,7 @@ def test_on_a_terminal_the_read_asks_and_the_answer_decides(
     spec.write_text(json.dumps({"rounds": rounds}))
     master, slave = os.openpty()
     process = subprocess.Popen(
-        [sys.executable, "-m", "emelex.cli", "demo", "--no-tree", "--model", f"scripted:{spec}"],
+        [*EMELEX, "demo", "--no-tree", "--model", f"scripted:{spec}"],
         stdin=slave,
         stdout=slave,
         stderr=slave,

@@ -25,6 +25,7 @@ NAMES = [
     "default_model",
     "store",
     "diagnostics_socket",
+    "leftovers",
 ]
 
 
@@ -105,6 +106,28 @@ def test_doctor_marks_problems_with_what_to_do_and_exits_1(tmp_path: Path) -> No
     (store_line,) = [line for line in lines if line.startswith("✗ store")]
     assert "→ move it away" in lines[lines.index(store_line) + 1]
     assert sum(line.startswith("✓") for line in lines) == len(NAMES) - 2
+
+
+def test_doctor_lists_leftovers_of_killed_writes(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    (workspace / "keys").mkdir(parents=True)
+    (workspace / "keys" / ".server.key.emelex-tmp-0123456789ab").write_bytes(b"k" * 10)
+    (workspace / "notes.txt").write_text("fine\n")
+    env = {"EMELEX_HOME": str(tmp_path / "home")}
+    result = doctor("--json", "--workspace", str(workspace), env=env, cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    check = by_name(json.loads(result.stdout))["leftovers"]
+    assert not check["ok"] and check["checked"] is True
+    (leftover,) = check["leftovers"]
+    assert leftover["kind"] == "temporary" and leftover["size"] == 10
+    assert leftover["stands_for"] == "keys/server.key"
+    assert "recovery file" in check["fix"]
+    # A clean folder (the default is the current directory) passes.
+    clean = doctor("--json", env=env, cwd=workspace / "keys" / "..")
+    assert by_name(json.loads(clean.stdout))["leftovers"]["ok"] is False
+    os.remove(workspace / "keys" / ".server.key.emelex-tmp-0123456789ab")
+    clean = doctor("--json", env=env, cwd=workspace)
+    assert by_name(json.loads(clean.stdout))["leftovers"]["ok"] is True
 
 
 def test_doctor_reports_a_store_of_another_schema(tmp_path: Path) -> None:

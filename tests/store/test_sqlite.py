@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from emelex.runtime import open_supervisor
 from emelex.store import (
     SessionExists,
     SessionNotFound,
+    StoreCorrupt,
     StoreError,
     open_sqlite_store,
 )
@@ -111,3 +113,77 @@ async def test_incompatible_file_is_a_typed_error(tmp_path: Path) -> None:
     with pytest.raises(StoreError):
         async with open_sqlite_store(str(tmp_path / "bad.db")):
             pass
+
+
+# -- damaged and hand-edited stores ---------------------------------------------------------
+ALL_READS = {"load", "export", "list"}
+
+
+async def _store_with(tmp_path: Path, sql: str) -> str:
+    path = str(tmp_path / "s.db")
+    async with open_supervisor("test"), open_sqlite_store(path) as store:
+        await store.create_session("s1", '{"version":1}', {"model": "m"})
+        await store.append_turn("s1", "t1", TURN)
+    with sqlite3.connect(path) as db:
+        db.execute(sql)
+    db.close()
+    return path
+
+
+@pytest.mark.parametrize(
+    ("sql", "field", "operations"),
+    [
+        ("UPDATE sessions SET config='[1' WHERE id='s1'", "config", {"load", "export"}),
+        ("UPDATE sessions SET config='[1]' WHERE id='s1'", "config", {"load", "export"}),
+        ("UPDATE sessions SET authority=7 WHERE id='s1'", "authority", {"load", "export"}),
+        ("UPDATE sessions SET created_at=x'00' WHERE id='s1'", "created_at", ALL_READS),
+        ("UPDATE sessions SET turns=-1 WHERE id='s1'", "turns", ALL_READS),
+        ("UPDATE sessions SET title=x'00' WHERE id='s1'", "title", {"list"}),
+        (
+            "UPDATE messages SET body='{\"version\": 99}' WHERE seq=2",
+            "messages[seq=2].body",
+            {"load", "export"},
+        ),
+        ("UPDATE messages SET body=x'ff' WHERE seq=0", "messages[seq=0].body", {"load", "export"}),
+        ("UPDATE messages SET seq='x' WHERE seq=3", "messages.seq", {"append"}),
+    ],
+)
+async def test_every_decode_error_is_store_corrupt_naming_session_and_field(
+    tmp_path: Path, sql: str, field: str, operations: set[str]
+) -> None:
+    path = await _store_with(tmp_path, sql)
+    async with open_supervisor("test"), open_sqlite_store(path) as store:
+        calls: dict[str, Callable[[], Awaitable[object]]] = {
+            "load": lambda: store.load_session("s1"),
+            "export": lambda: store.export_session("s1"),
+            "list": store.list_sessions,
+            "append": lambda: store.append_turn("s1", "t2", TURN),
+        }
+        for name, call in calls.items():
+            if name in operations:
+                with pytest.raises(StoreCorrupt) as caught:
+                    await call()
+                error = caught.value
+                assert (error.session_id, error.field, error.path) == ("s1", field, path)
+                assert f"session s1, field {field}: " in str(error)
+                assert isinstance(error, StoreError)
+            else:
+                await call()
+
+
+async def test_garbage_bytes_are_store_corrupt(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    path.write_bytes(b"\x00garbage" * 512)
+    with pytest.raises(StoreCorrupt) as caught:
+        async with open_supervisor("test"), open_sqlite_store(str(path)):
+            pass
+    assert caught.value.session_id is None and caught.value.field is None
+    assert str(caught.value) == f"store {path} is corrupt: file is not a database"
+
+
+async def test_a_garbage_schema_version_is_store_corrupt(tmp_path: Path) -> None:
+    path = await _store_with(tmp_path, "UPDATE meta SET value='one' WHERE key='schema'")
+    with pytest.raises(StoreCorrupt) as caught:
+        async with open_supervisor("test"), open_sqlite_store(path):
+            pass
+    assert caught.value.field == "meta.schema"

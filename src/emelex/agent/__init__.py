@@ -8,6 +8,7 @@ from emelex.agent._approval import (
     Deny,
     DenyAll,
 )
+from emelex.agent._arguments import MAX_ARGUMENT_DEPTH
 from emelex.agent._authority import (
     AUTHORITY_VERSION,
     AgentAuthoritySnapshot,
@@ -60,6 +61,7 @@ from emelex.agent._events import (
 from emelex.agent._session import AgentSession, EventConsumer
 from emelex.agent._turn_core import (
     DEFAULT_MAX_ROUNDS,
+    REFUSED_CALLS_KEPT,
     AgentTurn,
     TurnCore,
     TurnPhase,
@@ -79,7 +81,9 @@ __all__ = [
     "AUTHORITY_VERSION",
     "DEFAULT_MAX_ROUNDS",
     "DEFAULT_MAX_TOKENS",
+    "MAX_ARGUMENT_DEPTH",
     "MAX_SHELL_TIMEOUT_SECONDS",
+    "REFUSED_CALLS_KEPT",
     "AgentAuthoritySnapshot",
     "AgentCancellation",
     "AgentError",

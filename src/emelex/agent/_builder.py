@@ -225,7 +225,10 @@ class AgentSessionBuilder:
 
     def _resolve_with(self, workspace: Workspace) -> Resolved:
         capabilities = self._client.capabilities
-        table = ToolTable([*self._builtin_tools(workspace), *self._tools])
+        table = ToolTable(
+            [*self._builtin_tools(workspace), *self._tools],
+            max_argument_bytes=self._ceilings.max_tool_argument_bytes,
+        )
         history = self._history
         validate_history(history, table.names)
         has_system = bool(history) and history[0].role == "system"
@@ -247,8 +250,10 @@ class AgentSessionBuilder:
         strip = capabilities.reasoning_history is False
         if strip:
             history = strip_reasoning(history)
+        # Only what every request keeps must fit: earlier turns of a history committed
+        # past a ceiling (older sessions) are left out of requests, never refused here.
         check_request(
-            measure_messages(history),
+            measure_messages(history[:1] if has_system else ()),
             sum(table[name].schema_bytes for name in table.names),
             self._ceilings,
         )
@@ -256,8 +261,10 @@ class AgentSessionBuilder:
             ToolAuthority(
                 name=entry.definition.name,
                 description=entry.definition.description,
+                # As declared: the clamped schema the model sees follows from it and the
+                # ceilings, so a stored snapshot stays valid.
                 parameters=json.dumps(
-                    entry.definition.parameters, sort_keys=True, separators=(",", ":")
+                    entry.declared_parameters, sort_keys=True, separators=(",", ":")
                 ),
                 cancellation_policy=entry.policy.value,
                 identity=entry.identity,

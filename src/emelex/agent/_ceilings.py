@@ -9,11 +9,12 @@ tool arguments (compact JSON of every tool call's arguments).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 
 from emelex.agent._errors import CeilingExceeded
+from emelex.agent._fitting import fit_rounds
 from emelex.model import Message, TextPart, ToolDefinition
 
 KiB = 1024
@@ -60,10 +61,23 @@ class RequestSize:
             self.tool_argument_bytes + other.tool_argument_bytes,
         )
 
+    def __sub__(self, other: RequestSize) -> RequestSize:
+        return RequestSize(
+            self.messages - other.messages,
+            self.message_bytes - other.message_bytes,
+            self.media_bytes - other.media_bytes,
+            self.metadata_bytes - other.metadata_bytes,
+            self.tool_argument_bytes - other.tool_argument_bytes,
+        )
 
-def _utf8(text: str) -> int:
+
+def utf8_len(text: str) -> int:
+    """Encoded size of ``text`` (lone surrogates counted, never raising)."""
     # ASCII fast path: len() equals the encoded size.
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+_utf8 = utf8_len
 
 
 def measure_message(message: Message) -> RequestSize:
@@ -81,10 +95,17 @@ def measure_message(message: Message) -> RequestSize:
     arguments = 0
     for call in message.tool_calls:
         metadata += _utf8(call.id) + _utf8(call.name)
-        arguments += len(json.dumps(call.arguments, separators=(",", ":")).encode())
+        arguments += argument_bytes(call.arguments)
     if message.tool_call_id is not None:
         metadata += _utf8(message.tool_call_id)
     return RequestSize(1, text, media, metadata, arguments)
+
+
+def argument_bytes(arguments: object) -> int:
+    """Size of arguments as compact JSON (ASCII-escaped, as they are measured in a
+    request). Raises TypeError or ValueError for values json cannot encode: the turn
+    core refuses those before measuring, and resumed history is checked at build."""
+    return len(json.dumps(arguments, separators=(",", ":")))
 
 
 def measure_messages(messages: Iterable[Message]) -> RequestSize:
@@ -103,8 +124,10 @@ def schema_bytes(tool: ToolDefinition) -> int:
     return _utf8(encoded)
 
 
-def check_request(size: RequestSize, schemas: int, ceilings: ResourceCeilings) -> None:
-    """Raise :class:`CeilingExceeded` naming the first ceiling ``size`` exceeds."""
+def first_excess(
+    size: RequestSize, schemas: int, ceilings: ResourceCeilings
+) -> tuple[str, int, int] | None:
+    """``(ceiling, maximum, actual)`` of the first ceiling ``size`` exceeds, or None."""
     checks = (
         ("max_messages", ceilings.max_messages, size.messages),
         ("max_message_bytes", ceilings.max_message_bytes, size.message_bytes),
@@ -115,4 +138,39 @@ def check_request(size: RequestSize, schemas: int, ceilings: ResourceCeilings) -
     )
     for name, maximum, actual in checks:
         if actual > maximum:
-            raise CeilingExceeded(name, maximum, actual)
+            return name, maximum, actual
+    return None
+
+
+def check_request(size: RequestSize, schemas: int, ceilings: ResourceCeilings) -> None:
+    """Raise :class:`CeilingExceeded` naming the first ceiling ``size`` exceeds."""
+    excess = first_excess(size, schemas, ceilings)
+    if excess is not None:
+        raise CeilingExceeded(*excess)
+
+
+def fit_to_ceilings(
+    messages: tuple[Message, ...],
+    size: RequestSize,
+    schemas: int,
+    ceilings: ResourceCeilings,
+    costs: Callable[[], Sequence[RequestSize]] | None = None,
+) -> tuple[Message, ...]:
+    """``messages`` (whose total is ``size``) fitted under ``ceilings``: the same tuple
+    when they fit, else with earlier turns and then earlier rounds of the current turn
+    left out of the request (committed history is never changed). Tool declarations
+    are never left out. Raises :class:`CeilingExceeded` when the system prompt, the
+    current user message and the latest round do not fit on their own. ``costs``
+    gives each message's size when the caller already knows them."""
+    excess = first_excess(RequestSize(), schemas, ceilings)
+    if excess is not None:
+        raise CeilingExceeded(*excess)
+    if first_excess(size, 0, ceilings) is None:
+        return messages
+    each = costs() if costs is not None else [measure_message(m) for m in messages]
+    fitted = fit_rounds(
+        messages, each, size, lambda total: first_excess(total, 0, ceilings) is None
+    )
+    if not fitted.fits:
+        check_request(fitted.total, schemas, ceilings)
+    return fitted.messages

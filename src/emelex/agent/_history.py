@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
+from emelex.agent._ceilings import argument_bytes
 from emelex.agent._errors import InvalidHistory
 from emelex.model import Message
 
@@ -42,10 +43,23 @@ def validate_history(messages: Sequence[Message], declared: Iterable[str] | None
                 raise InvalidHistory(
                     f"message {index}: call {call.id!r} names undeclared tool {call.name!r}"
                 )
+            problem = _unmeasurable(call.arguments)
+            if problem is not None:
+                raise InvalidHistory(f"message {index}: call {call.id!r} {problem}")
             seen_ids.add(call.id)
             open_calls[call.id] = call.name
     if open_calls:
         raise InvalidHistory(f"calls {sorted(open_calls)} at the end were never answered")
+
+
+def _unmeasurable(arguments: object) -> str | None:
+    # Stored sessions may hold NaN (json writes and reads it), so only what cannot be
+    # encoded at all is refused; new rounds are held to json_problem's stricter rule.
+    try:
+        argument_bytes(arguments)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return f"has arguments that cannot be encoded as JSON ({type(exc).__name__}: {exc})"
+    return None
 
 
 def strip_reasoning(messages: Sequence[Message]) -> tuple[Message, ...]:

@@ -10,10 +10,16 @@ import attrs
 import trio
 
 from emelex._ids import new_id
+from emelex._text import shorten
 from emelex.agent._approval import ApprovalContext, ApprovalDecision, ApprovalPolicy, Approve, Deny
 from emelex.agent._authority import AgentAuthoritySnapshot
 from emelex.agent._builder import check_options_capabilities
-from emelex.agent._ceilings import RequestSize, ResourceCeilings, measure_messages
+from emelex.agent._ceilings import (
+    RequestSize,
+    ResourceCeilings,
+    measure_message,
+    measure_messages,
+)
 from emelex.agent._errors import (
     AgentError,
     ApprovalFailed,
@@ -138,9 +144,7 @@ class _CancelRoute:
 
 
 def _bounded(text: str) -> str:
-    if len(text) <= MAX_TOOL_ERROR_CHARS:
-        return text
-    return text[: MAX_TOOL_ERROR_CHARS - 1] + "…"
+    return shorten(text, MAX_TOOL_ERROR_CHARS)
 
 
 def _user_message(content: str | Sequence[Part | str]) -> Message:
@@ -192,6 +196,7 @@ class AgentSession:
         self._table = resolved.table
         self._history = resolved.history
         self._history_size = measure_messages(self._history)
+        self._history_costs: list[RequestSize] | None = None  # measured when first needed
         self._history_tools = frozenset(referenced_tools(self._history))
         self._strip = resolved.strip_reasoning
         self._snapshot = resolved.snapshot
@@ -357,11 +362,19 @@ class AgentSession:
             options=self._merged_options(options),
             ceilings=self._ceilings,
             max_rounds=self.max_rounds,
+            history_costs=self._costs,
         )
         request, _events = core.begin_round()
         return request
 
     # -- the turn -------------------------------------------------------------------------
+    def _costs(self) -> list[RequestSize]:
+        """Each committed message's size, measured once (only a history over a ceiling
+        needs them, to fit requests)."""
+        if self._history_costs is None:
+            self._history_costs = [measure_message(message) for message in self._history]
+        return self._history_costs
+
     def _merged_options(self, options: GenerationOptions | None) -> GenerationOptions:
         merged = self._options if options is None else self._options.overlay(options)
         if merged.max_tokens is None and self.default_max_tokens is not None:
@@ -396,6 +409,7 @@ class AgentSession:
             options=merged,
             ceilings=self._ceilings,
             max_rounds=self.max_rounds,
+            history_costs=self._costs,
         )
         sink = _EventSink(on_event)
         supervisor = Supervisor.current()
@@ -578,6 +592,8 @@ class AgentSession:
         if not messages:
             return
         self._history = self._history + tuple(messages)
+        if self._history_costs is not None:
+            self._history_costs = self._history_costs + [measure_message(m) for m in messages]
         self._history_size = (
             size if size is not None else self._history_size + measure_messages(messages)
         )

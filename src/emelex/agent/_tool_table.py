@@ -12,6 +12,7 @@ import jsonschema.exceptions
 import jsonschema.protocols
 import jsonschema.validators
 
+from emelex._text import shorten
 from emelex.agent._ceilings import schema_bytes
 from emelex.agent._errors import InvalidToolDeclaration
 from emelex.model import ToolDefinition
@@ -30,6 +31,8 @@ class RegisteredTool:
     validator: jsonschema.protocols.Validator
     schema_bytes: int
     identity: tuple[tuple[str, str], ...]
+    #: The schema as the tool declared it (``definition`` holds the clamped one).
+    declared_parameters: dict[str, Any]
 
     def validation_error(self, arguments: Mapping[str, Any]) -> str | None:
         """None when ``arguments`` satisfy the schema, else a bounded explanation."""
@@ -38,12 +41,39 @@ class RegisteredTool:
             return None
         where = "/".join(str(step) for step in error.absolute_path) or "(root)"
         text = f"invalid arguments at {where}: {error.message}"
-        if len(text) > MAX_VALIDATION_MESSAGE:
-            text = text[: MAX_VALIDATION_MESSAGE - 1] + "…"
-        return text
+        return shorten(text, MAX_VALIDATION_MESSAGE)
 
 
-def _register(tool: AgentTool) -> RegisteredTool:
+#: Schema keywords that bound a size, clamped to the argument ceiling.
+_SIZE_BOUNDS = ("maxLength", "maxItems", "maxProperties")
+#: Keywords whose values are data, not subschemas: never rewritten.
+_DATA_KEYWORDS = frozenset({"const", "default", "enum", "examples"})
+
+
+def clamp_schema(schema: Any, limit: int) -> Any:
+    """``schema`` with every ``maxLength``/``maxItems``/``maxProperties`` above ``limit``
+    lowered to ``limit`` (a copy; the same object when nothing changes).
+
+    A string of n characters, an array of n items or an object of n members encodes to
+    at least n bytes of JSON, so a larger bound could only advertise values the
+    argument ceiling refuses."""
+    if isinstance(schema, list):
+        items = [clamp_schema(item, limit) for item in schema]
+        return schema if all(a is b for a, b in zip(items, schema, strict=True)) else items
+    if not isinstance(schema, dict):
+        return schema
+    changed: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _SIZE_BOUNDS and type(value) is int and value > limit:
+            changed[key] = limit
+        elif key not in _DATA_KEYWORDS and isinstance(value, dict | list):
+            clamped = clamp_schema(value, limit)
+            if clamped is not value:
+                changed[key] = clamped
+    return {**schema, **changed} if changed else schema
+
+
+def _register(tool: AgentTool, max_argument_bytes: int | None = None) -> RegisteredTool:
     if not isinstance(tool, AgentTool):
         raise InvalidToolDeclaration(f"{tool!r} does not implement the AgentTool protocol")
     definition = tool.definition
@@ -69,6 +99,11 @@ def _register(tool: AgentTool) -> RegisteredTool:
     if not isinstance(policy, ToolCancellationPolicy):
         raise InvalidToolDeclaration(f"tool {definition.name!r}: invalid cancellation policy")
     identity = getattr(tool, "authority_identity", None) or {}
+    declared = schema
+    if max_argument_bytes is not None:
+        schema = clamp_schema(schema, max_argument_bytes)
+        if schema is not declared:
+            definition = attrs.evolve(definition, parameters=schema)
     return RegisteredTool(
         tool=tool,
         definition=definition,
@@ -76,18 +111,22 @@ def _register(tool: AgentTool) -> RegisteredTool:
         validator=validator_class(schema),
         schema_bytes=schema_bytes(definition),
         identity=tuple(sorted((str(k), str(v)) for k, v in dict(identity).items())),
+        declared_parameters=declared,
     )
 
 
 class ToolTable:
-    """Registered tools by name, in declaration order."""
+    """Registered tools by name, in declaration order. With ``max_argument_bytes`` each
+    schema's size bounds are clamped to it (see :func:`clamp_schema`)."""
 
     __slots__ = ("_by_name", "names")
 
-    def __init__(self, tools: Sequence[AgentTool]) -> None:
+    def __init__(
+        self, tools: Sequence[AgentTool], *, max_argument_bytes: int | None = None
+    ) -> None:
         self._by_name: dict[str, RegisteredTool] = {}
         for tool in tools:
-            entry = _register(tool)
+            entry = _register(tool, max_argument_bytes)
             name = entry.definition.name
             if name in self._by_name:
                 raise InvalidToolDeclaration(f"duplicate tool name {name!r}")

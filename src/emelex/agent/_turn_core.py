@@ -7,6 +7,14 @@ returns. It owns the rules that decide what a turn may commit:
   terminal response; the missing suffix is emitted before ``ModelCompleted``;
 * tool calls are untrusted proposals: looked up, checked against the enabled set,
   validated against their schema, and re-identified with a fresh UUIDv7;
+* rounds are checked whole before any call is approved or run: arguments must be JSON
+  values and the round must fit the resource ceilings together with what every request
+  keeps (system prompt and current user message). A round that does not is *refused*:
+  it enters the turn as a ceiling-safe stand-in whose calls all get a synthetic
+  "refused" result, and the model gets its next round to try again;
+* requests are fitted under the ceilings (earlier turns, then earlier rounds of this
+  turn, are left out of the request, never out of history), so a history committed
+  past a ceiling never blocks later turns;
 * batches: an assistant message and its tool results enter the turn only as a whole;
   on failure, nothing is committed if no tool may have run (rollback), otherwise a
   structurally complete checkpoint is (calls that did not run get a synthetic result).
@@ -20,13 +28,17 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from emelex._ids import new_id
+from emelex.agent._arguments import json_problem
 from emelex.agent._ceilings import (
     RequestSize,
     ResourceCeilings,
-    check_request,
+    argument_bytes,
+    first_excess,
+    fit_to_ceilings,
     measure_message,
+    utf8_len,
 )
-from emelex.agent._errors import ProtocolViolation, RoundLimitExceeded
+from emelex.agent._errors import CeilingExceeded, ProtocolViolation, RoundLimitExceeded
 from emelex.agent._events import (
     AgentEvent,
     AnswerDelta,
@@ -61,10 +73,29 @@ from emelex.tools import ToolOutput
 DEFAULT_MAX_ROUNDS = 16
 
 NOT_EXECUTED = "not executed: the turn ended before this call ran"
+#: Most calls of a refused round kept in the conversation (the rest are left out: the
+#: model only needs to see that, and why, its round was refused).
+REFUSED_CALLS_KEPT = 16
+
 INTERRUPTED = (
     "interrupted: the call started but the turn was cancelled before it returned; "
     "its effects are unknown"
 )
+
+
+def refused_text(reason: str, kept: int, proposed: int) -> str:
+    """The synthetic result every kept call of a refused round gets."""
+    text = f"refused: nothing in this round ran because {reason}."
+    if kept < proposed:
+        text += (
+            f" Only the first {kept} of the round's {proposed:,} calls are kept in the "
+            "conversation."
+        )
+    return text
+
+
+def _name(name: str) -> str:
+    return repr(name if len(name) <= 64 else name[:63] + "…")
 
 
 def check_max_rounds(value: int) -> None:
@@ -132,7 +163,10 @@ class TurnCore:
         ceilings: ResourceCeilings,
         max_rounds: int = DEFAULT_MAX_ROUNDS,
         make_id: Callable[[], str] = new_id,
+        history_costs: Callable[[], Sequence[RequestSize]] | None = None,
     ) -> None:
+        """``history_costs`` gives each history message's size (the session keeps
+        them, so fitting a long history does not measure it again every round)."""
         check_max_rounds(max_rounds)
         self.turn_id = turn_id
         self._history = tuple(history)
@@ -146,7 +180,14 @@ class TurnCore:
         self.max_rounds = max_rounds
         self._make_id = make_id
         self._messages: list[Message] = [user_message]
-        self._size = history_size + measure_message(user_message)
+        self._costs = [measure_message(user_message)]
+        self._size = history_size + self._costs[0]
+        self._history_costs = history_costs
+        # What every request of this turn keeps, whatever fitting leaves out.
+        self._protected = self._costs[0]
+        if self._history and self._history[0].role == "system":
+            self._protected = self._protected + measure_message(self._history[0])
+        self._refusal: str | None = None
         self.phase = TurnPhase.READY
         self.round = 0
         self.usage = Usage()
@@ -177,19 +218,20 @@ class TurnCore:
         if self.round >= self.max_rounds:
             raise RoundLimitExceeded(self.max_rounds)
         tools = self._advertised()
-        check_request(
+        messages = fit_to_ceilings(
+            self._history + tuple(self._messages),
             self._size,
             sum(self._tools[tool.name].schema_bytes for tool in tools),
             self._ceilings,
+            self._all_costs,
         )
-        request = GenerationRequest(
-            self._history + tuple(self._messages), tools=tools, options=self._options
-        )
+        request = GenerationRequest(messages, tools=tools, options=self._options)
         self.round += 1
         self.phase = TurnPhase.GENERATING
         self._answer.clear()
         self._reasoning.clear()
         self._response = None
+        self._refusal = None
         return request, [ModelStarted(self.turn_id, self.round)]
 
     def on_model_event(self, event: GenerationEvent) -> list[AgentEvent]:
@@ -228,11 +270,90 @@ class TurnCore:
             ToolCall(self._make_id(), call.name, call.arguments) for call in response.tool_calls
         )
         response = attrs.evolve(response, tool_calls=calls)
+        reason = self._round_refusal(response)
+        if reason is not None:
+            kept, self._refusal = self._stand_in(response, reason)
+            provider_ids = provider_ids[: len(kept)]
+            response = attrs.evolve(response, tool_calls=kept)
         self._provider_ids = provider_ids
         self._response = response
         self.usage = self.usage + response.usage
         events.append(ModelCompleted(self.turn_id, self.round, response))
         return events
+
+    # -- the round check ------------------------------------------------------------------
+    def _round_refusal(self, response: Response) -> str | None:
+        """Why this round must not run (None: it may), checked before any approval."""
+        calls = response.tool_calls
+        if not calls:
+            return None
+        ceilings = self._ceilings
+        budget = ceilings.max_tool_argument_bytes // 2
+        for index, call in enumerate(calls, 1):
+            problem = json_problem(call.arguments, max_values=budget)
+            if problem is not None:
+                return f"call {index} ({_name(call.name)}) has non-JSON arguments: {problem}"
+        limit = ceilings.max_tool_argument_bytes
+        sizes = [argument_bytes(call.arguments) for call in calls]
+        for index, (call, size) in enumerate(zip(calls, sizes, strict=True), 1):
+            if size > limit:
+                return (
+                    f"call {index} ({_name(call.name)}) has {size:,} bytes of arguments, over "
+                    f"the {limit:,}-byte ceiling on a round's tool arguments "
+                    "(max_tool_argument_bytes); split large content over several smaller calls"
+                )
+        allowed = ceilings.max_messages - self._protected.messages - 1
+        if len(calls) > allowed:
+            return (
+                f"the round proposed {len(calls):,} tool calls and at most {max(allowed, 0):,} "
+                f"fit in one round (max_messages {ceilings.max_messages:,} counts the system "
+                "prompt, the user message, this assistant message and one result per call); "
+                "propose fewer calls per round"
+            )
+        results = RequestSize(
+            len(calls), 0, 0, sum(len("tool") + utf8_len(call.id) for call in calls), 0
+        )
+        total = self._protected + measure_message(self._assistant_message(response)) + results
+        excess = first_excess(total, 0, ceilings)
+        if excess is not None:
+            name, maximum, actual = excess
+            return (
+                f"the round would need {actual:,} for {name} together with the user message, "
+                f"over the ceiling of {maximum:,}; propose fewer or smaller calls"
+            )
+        return None
+
+    def _stand_in(self, response: Response, reason: str) -> tuple[tuple[ToolCall, ...], str]:
+        """The calls a refused round keeps and their synthetic result: the first few
+        calls, with their arguments while those are JSON and fit (else ``{}``), as many
+        as the ceilings allow. Raises CeilingExceeded when not even one call fits."""
+        calls = response.tool_calls
+        # Measured with the longest text the result can have (it names how many stay).
+        longest = refused_text(reason, REFUSED_CALLS_KEPT, len(calls) + 1)
+        ceilings = self._ceilings
+        total = self._protected + measure_message(
+            self._assistant_message(attrs.evolve(response, tool_calls=()))
+        )
+        kept: list[ToolCall] = []
+        for call in calls[:REFUSED_CALLS_KEPT]:
+            result = measure_message(ToolOutput.error(longest).to_message(call.id))
+            problem = json_problem(call.arguments, max_values=ceilings.max_tool_argument_bytes // 2)
+            options = [{}] if problem else [call.arguments, {}]
+            for arguments in options:
+                add = result + RequestSize(
+                    0, 0, 0, utf8_len(call.id) + utf8_len(call.name), argument_bytes(arguments)
+                )
+                if first_excess(total + add, 0, ceilings) is None:
+                    kept.append(ToolCall(call.id, call.name, arguments))
+                    total = total + add
+                    break
+            else:
+                break
+        if not kept:
+            # Not even one refused call fits: the round cannot be represented at all.
+            excess = first_excess(total + RequestSize(2, 0, 0, 0, 0), 0, ceilings)
+            raise CeilingExceeded(*(excess or ("max_messages", ceilings.max_messages, 0)))
+        return tuple(kept), refused_text(reason, len(kept), len(calls))
 
     def end_round(self) -> tuple[list[PlannedCall], list[AgentEvent]]:
         """Close the model round: an empty plan means the turn has its final answer."""
@@ -254,6 +375,8 @@ class TurnCore:
 
     def _plan(self, call: ToolCall, provider_id: str) -> PlannedCall:
         entry = self._tools.get(call.name)
+        if self._refusal is not None:
+            return PlannedCall(call, provider_id, entry, ToolOutput.error(self._refusal))
         if entry is None:
             known = ", ".join(self._tools.names) or "none"
             message = f"unknown tool {call.name!r} (available: {known})"
@@ -308,8 +431,18 @@ class TurnCore:
         )
 
     def _append(self, message: Message) -> None:
+        cost = measure_message(message)
         self._messages.append(message)
-        self._size = self._size + measure_message(message)
+        self._costs.append(cost)
+        self._size = self._size + cost
+
+    def _all_costs(self) -> list[RequestSize]:
+        history = (
+            self._history_costs()
+            if self._history_costs is not None
+            else [measure_message(message) for message in self._history]
+        )
+        return [*history, *self._costs]
 
     def _find(self, call_id: str) -> PlannedCall:
         for item in self._batch:

@@ -46,6 +46,7 @@ from typing import Any, Final
 import attrs
 import trio
 
+from emelex.agent._fitting import fit_rounds
 from emelex.app._errors import ContextBudgetExceeded, InvalidBudget, UsageBudgetExhausted
 from emelex.model import (
     AgentModel,
@@ -206,83 +207,32 @@ def _shorten(message: Message, budget: ContextBudget) -> Message | None:
     return Message("tool", head + marker + tail, tool_call_id=message.tool_call_id)
 
 
-def _latest_round(messages: Sequence[Message]) -> int:
-    """Index where the latest round (last assistant tool calls + results) starts, or
-    ``len(messages)`` when the messages do not end with one."""
-    end = len(messages)
-    while end > 0 and messages[end - 1].role == "tool":
-        end -= 1
-    if end > 0 and messages[end - 1].role == "assistant" and messages[end - 1].tool_calls:
-        return end - 1
-    return end
-
-
-def _units(messages: Sequence[Message], indices: Sequence[int]) -> list[list[int]]:
-    """Split ``indices`` into droppable units: a user message with what follows it up
-    to the next user message, or (where no user message leads) an assistant message with
-    its tool results. Tool results always stay in the unit of their call."""
-    units: list[list[int]] = []
-    for index in indices:
-        role = messages[index].role
-        opened_by_user = bool(units) and messages[units[-1][0]].role == "user"
-        if not units or role == "user" or (role == "assistant" and not opened_by_user):
-            units.append([index])
-        else:
-            units[-1].append(index)
-    return units
-
-
 def fit_messages(
     messages: Sequence[Message], budget: ContextBudget, *, reserved_tokens: int = 0
 ) -> tuple[Message, ...]:
     """``messages`` made to fit ``budget`` (with ``reserved_tokens`` already spent, e.g.
     on tool declarations): unchanged (the same tuple) when they fit, else shrunk as the
-    module docs describe. Pure and deterministic. Raises
-    :class:`ContextBudgetExceeded` when even the protected messages do not fit."""
+    module docs describe (the harness's own fitting under its resource ceilings uses
+    the same algorithm, :func:`emelex.agent._fitting.fit_rounds`). Pure and
+    deterministic. Raises :class:`ContextBudgetExceeded` when even the protected
+    messages do not fit."""
     original = tuple(messages)
     costs = [budget.message_tokens(message) for message in original]
-    total = reserved_tokens + sum(costs)
     limit = budget.max_tokens
-    if total <= limit:
-        return original
-    working: list[Message | None] = list(original)
 
-    def result() -> tuple[Message, ...]:
-        return tuple(message for message in working if message is not None)
-
-    latest = _latest_round(original)
-    users = [i for i in range(latest) if original[i].role == "user"]
-    current = users[-1] if users else None
-    # Stage 1: shorten older tool results, oldest first.
-    for index in range(latest):
-        message = original[index]
-        if message.role != "tool":
-            continue
+    def shorten(message: Message, cost: int) -> tuple[Message, int] | None:
         shorter = _shorten(message, budget)
         if shorter is None:
-            continue
-        cost = budget.message_tokens(shorter)
-        if cost >= costs[index]:
-            continue
-        total -= costs[index] - cost
-        costs[index] = cost
-        working[index] = shorter
-        if total <= limit:
-            return result()
-    # Stages 2 and 3: drop earlier turns, then earlier rounds of the current turn.
-    start = 0 if current is None else current + 1
-    earlier = [] if current is None else range(current)
-    rounds = range(start, latest)
-    units = [
-        *_units(original, [i for i in earlier if original[i].role != "system"]),
-        *_units(original, [i for i in rounds if original[i].role != "system"]),
-    ]
-    for unit in units:
-        for index in unit:
-            total -= costs[index]
-            working[index] = None
-        if total <= limit:
-            return result()
+            return None
+        new_cost = budget.message_tokens(shorter)
+        return None if new_cost >= cost else (shorter, new_cost)
+
+    fitted = fit_rounds(
+        original, costs, reserved_tokens + sum(costs), lambda total: total <= limit, shorten
+    )
+    if fitted.fits:
+        return fitted.messages
+    total = fitted.total
     raise ContextBudgetExceeded(
         "context budget (estimated tokens)",
         limit,

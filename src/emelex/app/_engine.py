@@ -272,9 +272,9 @@ class SessionStarter:
             self._assemble(assembly, builtins, workspace, board, meter)
             model: AgentModel = GatedModel(agent.client.model, hub)
             if meter is not None:
-                # Outside the gate: a refused call never reaches the model, and the
-                # model (and inspect()) gets the fitted request. The harness's own
-                # request ceilings are checked before this, on the full request.
+                # A refused call never reaches the model, and the model (and inspect())
+                # gets the fitted request. The harness fits the request under its own
+                # resource ceilings before this.
                 model = BudgetedModel(model, meter)
             client = Client(model)
             history = self._history
@@ -552,8 +552,8 @@ class Session:
         cancellation: AgentCancellation | None = None,
         options: GenerationOptions | None = None,
     ) -> AgentTurn:
-        """Run one turn and return it once its events are delivered to the event
-        channels (a slow event consumer delays this; see :meth:`events`). Raises
+        """Run one turn and return it once consumers that keep reading have its events
+        in their channels (a stalled stream is dropped instead: see :meth:`events`). Raises
         like :meth:`AgentSession.run_turn`, and with the harness's budgets
         :class:`ContextBudgetExceeded` or :class:`UsageBudgetExhausted` (each with
         ``rolled_back`` and ``checkpoint``, like every turn error)."""
@@ -567,19 +567,20 @@ class Session:
                     text, options, cancellation, self._hub.emit
                 )
         except Exception:
-            await self._hub.drain()
+            await self._hub.settle()
             raise
-        await self._hub.drain()
+        await self._hub.settle()
         return turn
 
     def events(self) -> EventStream:
         """Subscribe to this session's events from now on.
 
-        The stream is bounded (``event_buffer``, default 256): when it is full, the
-        running turn waits for the consumer at its next step, so a slow consumer
-        slows the turn instead of growing memory. Consume concurrently with
-        :meth:`send_and_wait` (another task), or the turn can wait forever for a
-        reader. Closing the stream unsubscribes; the stream ends when the session
+        The stream is bounded (``event_buffer``, default 256, plus an overflow of the
+        same size). The turn yields to a consumer that keeps reading (back-pressure)
+        but never waits for one that stops: when its channel and overflow are full,
+        the stream is dropped and its consumer gets :class:`EventsLagged` after the
+        events it holds. Consume concurrently with :meth:`send_and_wait` (another
+        task). Closing the stream unsubscribes; the stream ends when the session
         closes.
         """
         if self._closed:

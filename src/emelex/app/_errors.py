@@ -124,6 +124,12 @@ class SessionNotStarted(AppError):
     """A session starter was used after its session was started."""
 
 
+class EventsLagged(AppError):
+    """A ``Session.events()`` stream fell a whole buffer (``event_buffer``) behind and
+    was dropped so that it could not stall the session; raised to its consumer after
+    the events it had buffered. Subscribe again to follow later events."""
+
+
 class InvalidBudget(AppError):
     """A budget setting is out of range (a non-positive or absurdly large token count,
     a bad bytes-per-token ratio, ...). Raised when the budget or harness is built."""

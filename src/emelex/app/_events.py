@@ -1,20 +1,22 @@
-"""Session events over bounded channels, with back-pressure on the turn.
+"""Session events over bounded channels: readers are waited for, a stalled one is dropped.
 
-The harness delivers events to a plain (synchronous) callback, so it cannot wait for a
-slow consumer by itself. A session therefore:
+The harness delivers events to a plain (synchronous) callback, so a session:
 
 1. hands every event to each subscribed :class:`EventStream`, which puts it into its
-   bounded Trio memory channel, or into a small overflow queue when the channel is
-   full (the callback never blocks and never drops);
-2. waits for room at the turn's own await points, so the overflow queue cannot grow
-   without bound: before pulling each model event (the model stream is wrapped),
-   before each tool invocation and before each tool progress report (tools and their
-   invocations are wrapped), and once more before ``send_and_wait`` returns.
+   bounded Trio memory channel or, when that is full, into an overflow queue (the
+   callback never blocks and never drops);
+2. at the turn's own await points (before pulling each model event, before each tool
+   invocation and each tool progress report, and before ``send_and_wait`` returns)
+   lets the consumers catch up: it yields to them as long as they keep reading, and
+   stops after two rounds of scheduling in which none of them read anything;
+3. then drops every stream whose overflow still holds more than its capacity.
 
-So a consumer that reads slowly slows the turn down (back-pressure) and memory stays
-bounded by the channel capacity plus the events one step emits at once (one model
-event, or the proposals and approvals of one tool batch). A running tool whose turn is
-being cancelled does not wait: its progress reports are dropped instead.
+So a consumer that keeps reading slows the turn down (back-pressure), while one that
+stops reading (or falls two buffers behind) never stalls it: the stream is dropped
+and, after the events in its channel, its consumer gets :class:`EventsLagged`. The
+session, its turn and every other subscriber go on. Memory per stream is bounded by
+twice its capacity plus the events one step emits at once (one model event, or the
+proposals and approvals of one tool batch).
 """
 
 from __future__ import annotations
@@ -28,10 +30,10 @@ import attrs
 import trio
 
 from emelex.agent import AgentEvent, SessionClosed
+from emelex.app._errors import EventsLagged
 from emelex.app._policy import ToolWrapper
 from emelex.model import AgentModel, Capabilities, GenerationEvent, GenerationRequest
 from emelex.model import GenerationStream as _GenerationStream
-from emelex.runtime import AgentCancellation
 from emelex.tools import AgentTool, ToolInvocation, ToolOutput
 
 #: Default capacity of each event stream's channel.
@@ -42,17 +44,33 @@ class EventStream:
     """An async iterator over one session's events, from the moment
     :meth:`Session.events` was called until the session closes (then iteration ends).
 
-    Backed by a bounded channel: when it is full the session's turn waits for this
-    consumer (see the module docs). Close it (``async with`` / :meth:`aclose`) to
-    unsubscribe; a closed stream no longer holds the turn back.
+    Backed by a bounded channel of ``capacity`` events and an overflow queue. The
+    turn yields to a consumer that keeps reading but never waits for one that does
+    not: a stream more than ``capacity`` events behind its full channel at one of the
+    turn's steps is dropped and, after the events in its channel, its consumer gets
+    :class:`EventsLagged` (from ``async for`` and :meth:`receive`). Close it
+    (``async with`` / :meth:`aclose`) to unsubscribe.
     """
 
     def __init__(self, hub: EventHub, capacity: int) -> None:
         self._hub = hub
+        self._capacity = capacity
         self._send, self._receive = trio.open_memory_channel[AgentEvent](capacity)
         self._overflow: collections.deque[AgentEvent] = collections.deque()
-        self._lock = trio.Lock()
         self._closed = False
+        self._lagged = False
+        self._delivered = 0
+        self._received = 0
+
+    @property
+    def buffered(self) -> int:
+        """Events in the channel, ready to be received."""
+        return self._send.statistics().current_buffer_used
+
+    @property
+    def received(self) -> int:
+        """Events the consumer took (how the turn sees that it keeps reading)."""
+        return self._received
 
     @property
     def pending(self) -> int:
@@ -60,45 +78,54 @@ class EventStream:
         return len(self._overflow)
 
     @property
-    def buffered(self) -> int:
-        """Events in the channel, ready to be received."""
-        return self._send.statistics().current_buffer_used
+    def lagged(self) -> bool:
+        """True once the stream was dropped for falling two buffers behind."""
+        return self._lagged
 
     def offer(self, event: AgentEvent) -> None:
         """Take one event without blocking (called from the turn's event callback)."""
         if self._closed:
             return
-        if self._overflow:
-            self._overflow.append(event)
-            return
-        try:
-            self._send.send_nowait(event)
-        except trio.WouldBlock:
-            self._overflow.append(event)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            self._stop()
+        self._overflow.append(event)
+        self.flush()
 
-    async def drain(self) -> None:
-        """Wait until every overflowed event is in the channel."""
-        if not self._overflow:
-            return
-        async with self._lock:
-            while self._overflow and not self._closed:
-                try:
-                    await self._send.send(self._overflow[0])
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    self._stop()
-                    return
-                self._overflow.popleft()
+    def drop_if_stalled(self) -> None:
+        """Drop the stream if, after its consumer had the chance to catch up, it is
+        still more than a whole overflow behind."""
+        if len(self._overflow) > self._capacity:
+            self._lagged = True
+            self._stop()
+            self._hub.unsubscribe(self)
+
+    def flush(self) -> None:
+        """Move overflowed events into the channel while it has room."""
+        while self._overflow and not self._closed:
+            try:
+                self._send.send_nowait(self._overflow[0])
+            except trio.WouldBlock:
+                return
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._stop()
+                return
+            self._overflow.popleft()
+            self._delivered += 1
 
     def _stop(self) -> None:
         self._closed = True
         self._overflow.clear()
+        self._send.close()
 
     def end(self) -> None:
         """The session closed: the consumer gets what is buffered, then the end."""
-        self._send.close()
+        self.flush()
         self._stop()
+
+    def _lagged_error(self) -> EventsLagged:
+        return EventsLagged(
+            f"this event stream fell more than {2 * self._capacity:,} events behind and was "
+            f"dropped after {self._delivered:,} events; the session went on without it "
+            "(read concurrently with the turn, or subscribe with a larger event_buffer)"
+        )
 
     # -- consumer side --------------------------------------------------------------------
     def __aiter__(self) -> EventStream:
@@ -106,16 +133,24 @@ class EventStream:
 
     async def __anext__(self) -> AgentEvent:
         try:
-            return await self._receive.receive()
+            return await self.receive()
         except (trio.EndOfChannel, trio.ClosedResourceError):
             raise StopAsyncIteration from None
 
     async def receive(self) -> AgentEvent:
-        """The next event; raises ``trio.EndOfChannel`` after the session closed."""
-        return await self._receive.receive()
+        """The next event; raises ``trio.EndOfChannel`` after the session closed and
+        :class:`EventsLagged` once a dropped stream's buffered events are read."""
+        try:
+            event = await self._receive.receive()
+        except trio.EndOfChannel:
+            if self._lagged:
+                raise self._lagged_error() from None
+            raise
+        self._received += 1
+        return event
 
     def close(self) -> None:
-        """Unsubscribe now; a turn waiting for this consumer resumes."""
+        """Unsubscribe now."""
         self._stop()
         self._receive.close()
         self._hub.unsubscribe(self)
@@ -137,7 +172,7 @@ class EventStream:
 
 
 class EventHub:
-    """Fans a session's events out to its streams and is its back-pressure gate."""
+    """Fans a session's events out to its streams (never blocking the turn)."""
 
     def __init__(self, capacity: int = DEFAULT_EVENT_BUFFER) -> None:
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
@@ -166,27 +201,23 @@ class EventHub:
         for stream in tuple(self._streams):
             stream.offer(event)
 
-    async def drain(self) -> None:
+    async def settle(self) -> None:
+        """Let consumers that keep reading catch up with their overflow, then drop the
+        streams still more than a whole overflow behind. Stops yielding after two
+        rounds of scheduling in which no stream that is behind was read from (one
+        round could pass before a ready reader is scheduled)."""
+        idle = 0
+        while idle < 2:
+            behind = [stream for stream in self._streams if stream.pending]
+            if not behind:
+                return
+            before = sum(stream.received for stream in behind)
+            await trio.lowlevel.checkpoint()
+            for stream in behind:
+                stream.flush()
+            idle = 0 if sum(stream.received for stream in behind) != before else idle + 1
         for stream in tuple(self._streams):
-            await stream.drain()
-
-    async def wait_for_room(self, cancellation: AgentCancellation | None = None) -> bool:
-        """Drain every stream; stop waiting (and return False) if ``cancellation``
-        fires first."""
-        if not any(stream.pending for stream in self._streams):
-            return True
-        if cancellation is None:
-            await self.drain()
-            return True
-        if cancellation.cancelled:
-            return False
-        with trio.CancelScope() as scope:
-            remove = cancellation.add_callback(scope.cancel)
-            try:
-                await self.drain()
-            finally:
-                remove()
-        return not scope.cancelled_caught
+            stream.drop_if_stalled()
 
     def close(self) -> None:
         self._closed = True
@@ -199,7 +230,7 @@ class EventHub:
 
 
 class GatedModel:
-    """An AgentModel that waits for room in the event streams before each event."""
+    """An AgentModel that lets event consumers catch up before each event."""
 
     def __init__(self, inner: AgentModel, hub: EventHub) -> None:
         self._inner = inner
@@ -222,7 +253,7 @@ class _GatedStream:
         return self
 
     async def __anext__(self) -> GenerationEvent:
-        await self._hub.wait_for_room()
+        await self._hub.settle()
         return await self._stream.__anext__()
 
 
@@ -255,22 +286,20 @@ class _GatedInvocation(ToolInvocation):
     async def progress(
         self, message: str, *, completed: int | None = None, total: int | None = None
     ) -> None:
-        if await self._hub.wait_for_room(self.cancellation):
-            await self._inner.progress(message, completed=completed, total=total)
-        else:
-            await trio.lowlevel.checkpoint()
+        await self._hub.settle()
+        await self._inner.progress(message, completed=completed, total=total)
 
 
 class GatedTool(ToolWrapper):
-    """A tool that waits for room in the event streams before it starts and before
-    each progress report (not while its turn is being cancelled)."""
+    """A tool that lets event consumers catch up before it starts and before each
+    progress report."""
 
     def __init__(self, inner: AgentTool, hub: EventHub) -> None:
         super().__init__(inner)
         self._hub = hub
 
     async def invoke(self, invocation: ToolInvocation) -> ToolOutput:
-        await self._hub.wait_for_room(invocation.cancellation)
+        await self._hub.settle()
         gated = _GatedInvocation(
             invocation.call,
             invocation.cancellation,
@@ -287,4 +316,11 @@ def gate_tool(tool: AgentTool, hub: EventHub) -> Any:
     return GatedTool(tool, hub)
 
 
-__all__ = ["DEFAULT_EVENT_BUFFER", "EventHub", "EventStream", "GatedModel", "GatedTool"]
+__all__ = [
+    "DEFAULT_EVENT_BUFFER",
+    "EventHub",
+    "EventStream",
+    "EventsLagged",
+    "GatedModel",
+    "GatedTool",
+]

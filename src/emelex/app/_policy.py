@@ -23,7 +23,7 @@ import attrs
 from emelex.app._errors import InvalidPolicy
 from emelex.model import ToolDefinition
 from emelex.tools import AgentTool, ToolCancellationPolicy, ToolInvocation, ToolOutput
-from emelex.tools.workspace import PatternError, Workspace, WorkspaceError, compile_glob
+from emelex.tools.workspace import Glob, PatternError, Workspace, WorkspaceError, compile_glob
 
 _FILE_READ_TOOLS = ("read_file", "list_directory", "find_files", "grep")
 _FILE_WRITE_TOOLS = ("write_file", "edit_file")
@@ -85,25 +85,25 @@ class HiddenPaths:
     __slots__ = ("_anywhere", "_rooted")
 
     def __init__(self, patterns: Iterable[str]) -> None:
-        self._rooted: list[re.Pattern[str]] = []
-        self._anywhere: list[re.Pattern[str]] = []
+        self._rooted: list[Glob] = []
+        self._anywhere: list[Glob] = []
         for pattern in patterns:
             text = pattern.strip("/")
-            regex = compile_glob(text).regex
+            glob = compile_glob(text)
             anchored = pattern.startswith("/") or "/" in text
-            (self._rooted if anchored else self._anywhere).append(regex)
+            (self._rooted if anchored else self._anywhere).append(glob)
 
     def __bool__(self) -> bool:
         return bool(self._rooted or self._anywhere)
 
     def hides(self, parts: tuple[str, ...]) -> bool:
         """Whether the path or one of its ancestors is hidden."""
-        for regex in self._anywhere:
-            if any(regex.match(part) for part in parts):
+        for glob in self._anywhere:
+            if any(glob.matches(part) for part in parts):
                 return True
         for depth in range(1, len(parts) + 1):
             joined = "/".join(parts[:depth])
-            if any(regex.match(joined) for regex in self._rooted):
+            if any(glob.matches(joined) for glob in self._rooted):
                 return True
         return False
 

@@ -16,6 +16,11 @@ import trio
 
 from emelex._version import __version__
 
+STORE_HELP = (
+    "session store: a SQLite file, or a directory holding sessions.db "
+    "(default: ~/.local/share/emelex/sessions.db)"
+)
+
 
 def _positive_int(text: str) -> int:
     try:
@@ -82,21 +87,24 @@ def _parser() -> argparse.ArgumentParser:
     model_options(run)
     run.add_argument("--supervise", action="store_true", help="show the turn's actor tree")
     run.add_argument(
-        "target",
-        nargs="+",
-        metavar="[AGENT_DIR] PROMPT",
-        help="an optional agent package directory (see actors/), then the prompt",
+        "--agent",
+        dest="agent_dir",
+        metavar="DIR",
+        help="run the agent package in DIR (see actors/) instead of the plain session",
     )
+    # One positional, always the prompt: extra words get a usage error, never a guess.
+    run.add_argument("prompt", metavar="PROMPT", help="the prompt (quote it)")
+    run.add_argument("extra", nargs="*", default=[], help=argparse.SUPPRESS)
 
     chat = commands.add_parser("chat", help="a multi-turn session, stored turn by turn")
     model_options(chat)
     chat.add_argument("--resume", metavar="ID", help="continue a stored session")
-    chat.add_argument("--store", help="SQLite store (default: ~/.local/share/emelex)")
+    chat.add_argument("--store", metavar="PATH", help=STORE_HELP)
 
     sessions = commands.add_parser("sessions", help="stored sessions")
     sessions.add_argument("action", choices=["list", "show", "export", "delete"])
     sessions.add_argument("id", nargs="?")
-    sessions.add_argument("--store")
+    sessions.add_argument("--store", metavar="PATH", help=STORE_HELP)
     sessions.add_argument("--json", action="store_true")
 
     supervise = commands.add_parser("supervise", help="show a process's live actor tree")
@@ -141,6 +149,9 @@ def _parser() -> argparse.ArgumentParser:
     doctor = commands.add_parser("doctor", help="check this installation, line by line")
     doctor.add_argument("--json", action="store_true", help="print one JSON document")
     doctor.add_argument(
+        "--workspace", help="directory to check for leftovers of killed writes (default: current)"
+    )
+    doctor.add_argument(
         "--probe",
         action="store_true",
         help="run llama.cpp's CPU buffer-type probe now (and cache its verdict)",
@@ -166,11 +177,12 @@ def _log_to_stderr() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "run":
-        if len(args.target) > 2:
-            print("emelex run: give [AGENT_DIR] PROMPT (quote the prompt)", file=sys.stderr)
+        from emelex.cli._run import run_usage_problem
+
+        problem = run_usage_problem(args.agent_dir, [args.prompt, *args.extra])
+        if problem is not None:
+            print(f"emelex run: {problem}", file=sys.stderr)
             return 2
-        args.agent_dir = args.target[0] if len(args.target) == 2 else None
-        args.prompt = args.target[-1]
     if getattr(args, "program", None) and args.program[:1] == ["--"]:
         args.program = args.program[1:]
     if args.command == "sessions" and args.action != "list" and not args.id:
@@ -179,6 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "verbose", False):
         _log_to_stderr()
     from emelex.cli._models import ModelSpecError
+    from emelex.cli._render import safe
+    from emelex.store import StoreCorrupt, StoreError
 
     try:
         if args.command == "doctor":
@@ -209,8 +223,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from emelex.cli._supervise import supervise_command
 
         return trio.run(supervise_command, args)
-    except ModelSpecError as exc:
-        print(f"emelex: {exc}", file=sys.stderr)
+    except (ModelSpecError, StoreError) as exc:
+        line = " ".join(str(exc).split())
+        if isinstance(exc, StoreCorrupt) and exc.session_id is not None:
+            line += f" (emelex sessions delete {exc.session_id} removes that session)"
+        print(f"emelex: {safe(line)}", file=sys.stderr)
         return 3
     except KeyboardInterrupt:
         return 130

@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 from typing import Any, TextIO
 
 from emelex.app._package import (
@@ -22,6 +23,8 @@ from emelex.app._package import (
     package_info,
     validate_package,
 )
+from emelex.cli._archive import archive_top, is_archive_name, write_tar_gz
+from emelex.cli._render import safe
 
 EXIT_OK = 0
 EXIT_DIFFERENT = 1
@@ -33,7 +36,7 @@ _ARITY = {"list": (0, 1), "validate": (1, None), "export": (2, 2), "diff": (2, 2
 _USAGE = {
     "list": "emelex agents list [DIR]",
     "validate": "emelex agents validate PATH [PATH ...]  (a folder of packages: each)",
-    "export": "emelex agents export PATH DEST",
+    "export": "emelex agents export PATH DEST  (DEST: a new directory, or a .tar.gz/.tgz file)",
     "diff": "emelex agents diff A B",
 }
 
@@ -42,9 +45,20 @@ def add_agents_parser(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
 ) -> argparse.ArgumentParser:
     """Add the ``agents`` subcommand to an ``add_subparsers()`` object."""
-    agents = commands.add_parser("agents", help="agent packages: list, validate, export, diff")
+    agents = commands.add_parser(
+        "agents",
+        help="agent packages: list, validate, export, diff",
+        usage="\n       ".join(_USAGE.values()),
+        description="Agent packages: directories holding agent.toml (see actors/).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     agents.add_argument("action", choices=list(_ARITY))
-    agents.add_argument("paths", nargs="*", metavar="PATH")
+    agents.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH|DEST",
+        help="list: [DIR]; validate: PATH...; export: PATH DEST; diff: A B",
+    )
     agents.add_argument("--json", action="store_true", help="machine-readable output")
     return agents
 
@@ -99,11 +113,14 @@ def _list(directory: str, as_json: bool) -> int:
         print(f"no agent packages under {directory}", file=sys.stderr)
     for row in rows:
         if row["problems"]:
-            print(f"{row['path']}  INVALID ({row['problems']} problems)")
+            print(safe(f"{row['path']}  INVALID ({row['problems']} problems)"))
         else:
+            # Names and descriptions come from agent.toml files: shown, never obeyed.
             print(
-                f"{row['name']} {row['version']}  [{row['preset']}, model {row['binding']}]  "
-                f"{row['path']}\n    {row['description']}"
+                safe(
+                    f"{row['name']} {row['version']}  [{row['preset']}, model {row['binding']}]  "
+                    f"{row['path']}\n    {row['description']}"
+                )
             )
     return EXIT_OK
 
@@ -133,21 +150,29 @@ def _validate(paths: list[str], as_json: bool) -> int:
                 where = problem["path"]
                 if problem["line"] is not None:
                     where += f":{problem['line']}"
-                print(f"  {where}: {problem['message']} [{problem['code']}]")
+                print(safe(f"  {where}: {problem['message']} [{problem['code']}]"))
     return EXIT_INVALID if invalid else EXIT_OK
 
 
 def _export(source: str, dest: str) -> int:
     try:
         agent = load_agent(source)
-        export_agent(agent, dest)
+        if is_archive_name(dest):
+            if os.path.lexists(dest):
+                raise PackageError(f"export destination {dest!r} already exists")
+            with tempfile.TemporaryDirectory(prefix="emelex-export-") as staging:
+                top = archive_top(dest)
+                export_agent(agent, os.path.join(staging, top))
+                write_tar_gz(os.path.join(staging, top), dest, top)
+        else:
+            export_agent(agent, dest)
     except PackageError as exc:
-        print(f"emelex agents: {exc}", file=sys.stderr)
+        print(f"emelex agents: {safe(str(exc))}", file=sys.stderr)
         return EXIT_INVALID
     except OSError as exc:
         print(f"emelex agents: cannot export to {dest!r}: {exc}", file=sys.stderr)
         return EXIT_INVALID
-    print(f"exported {agent.name} to {dest}", file=sys.stderr)
+    print(safe(f"exported {agent.name} to {dest}"), file=sys.stderr)
     return EXIT_OK
 
 
@@ -159,7 +184,7 @@ def _diff(a: str, b: str, as_json: bool) -> int:
     try:
         changes = diff_packages(a, b)
     except PackageError as exc:
-        print(f"emelex agents: {exc}", file=sys.stderr)
+        print(f"emelex agents: {safe(str(exc))}", file=sys.stderr)
         return EXIT_INVALID
     if as_json:
         _print_json(
@@ -171,7 +196,7 @@ def _diff(a: str, b: str, as_json: bool) -> int:
         )
     else:
         for change in changes:
-            print(change)
+            print(safe(str(change)))
     return EXIT_DIFFERENT if changes else EXIT_OK
 
 

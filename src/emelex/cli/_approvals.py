@@ -10,6 +10,7 @@ from typing import TextIO
 import trio
 
 from emelex.agent import ApprovalContext, ApprovalDecision, Approve, Deny
+from emelex.cli._render import safe
 from emelex.cli._workspace_reads import READ_TOOLS, confined_read_refusal
 
 MAX_ANSWER_BYTES = 1024
@@ -94,17 +95,28 @@ class TerminalApprovals:
     def __init__(self, fallback: FlagApprovals, lines: StdinLines) -> None:
         self.fallback = fallback
         self.lines = lines
+        self._asked: set[str] = set()
+
+    def was_asked(self, call_id: str) -> bool:
+        """Whether the prompt showed this call's approval sentence (asked once: forgets)."""
+        try:
+            self._asked.remove(call_id)
+        except KeyError:
+            return False
+        return True
 
     async def decide(self, context: ApprovalContext) -> ApprovalDecision:
         refusal = await self.fallback.refusal(context)
         if refusal is None:
             return Approve()
+        self._asked.add(context.call.id)
         note = ""
         if self.fallback.workspace_reads and context.call.name in READ_TOOLS:
             # Say why the flag the user passed did not settle it.
-            note = f"\n  \x1b[2m(--allow-workspace-reads does not cover it: {refusal})\x1b[0m"
+            note = f"\n  \x1b[2m(--allow-workspace-reads does not cover it: {safe(refusal)})\x1b[0m"
         print(
-            f"\n\x1b[1mApprove {context.call.name}?\x1b[0m {context.reason}{note}\n  [y/N] ",
+            f"\n\x1b[1mApprove {safe(context.call.name)}?\x1b[0m {safe(context.reason)}{note}"
+            "\n  [y/N] ",
             end="",
             file=sys.stderr,
             flush=True,

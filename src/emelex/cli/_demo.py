@@ -37,6 +37,7 @@ from typing import Any, Final
 import attrs
 import trio
 
+from emelex._text import clip
 from emelex.agent import (
     AgentCancellation,
     AgentError,
@@ -51,7 +52,7 @@ from emelex.agent import (
     ToolStarted,
     TurnCancelled,
 )
-from emelex.cli._render import TerminalRenderer, render_tree
+from emelex.cli._render import TerminalRenderer, render_tree, safe
 from emelex.model import (
     AgentModel,
     Capabilities,
@@ -260,7 +261,7 @@ class DemoApprovals:
         if self._lines is None:
             print("  approved automatically (emelex demo without a terminal)", file=err, flush=True)
             return Approve()
-        print(f"  Approve {context.call.name}? [y/N] ", end="", file=err, flush=True)
+        print(f"  Approve {safe(context.call.name)}? [y/N] ", end="", file=err, flush=True)
         answer = await self._lines.readline()
         if answer is not None and answer.strip().lower() in ("y", "yes"):
             return Approve()
@@ -283,10 +284,10 @@ def result_block(output: ToolOutput) -> str:
     kind = "error" if output.is_error else "result"
     lines = output.text.splitlines()
     shown = [
-        line if len(line) <= RESULT_LINE_CHARS else line[: RESULT_LINE_CHARS - 1] + "…"
+        line if len(line) <= RESULT_LINE_CHARS else clip(line, RESULT_LINE_CHARS)
         for line in lines[:RESULT_LINES]
     ]
-    block = [f"← {kind}:", *(f"    {line}" for line in shown)]
+    block = [f"← {kind}:", *(f"    {safe(line)}" for line in shown)]
     if len(lines) > RESULT_LINES:
         block.append(f"    [{len(lines) - RESULT_LINES} more lines not shown]")
     return "\n".join(block)
@@ -322,10 +323,10 @@ async def run_demo(args: argparse.Namespace) -> int:
             root = Path(scratch)
             _seed(root)
         err = sys.stderr
-        print(f"workspace: {root}", file=err)
+        print(f"workspace: {safe(str(root))}", file=err)
         for name in sorted(os.listdir(root)):
-            print(f"  {name}", file=err)
-        print(f"prompt: {args.prompt}", file=err, flush=True)
+            print(f"  {safe(name)}", file=err)
+        print(f"prompt: {safe(args.prompt)}", file=err, flush=True)
         interactive = sys.stdin.isatty() and not args.no_input
         async with open_supervisor("emelex demo"):
             print("loading the model…", file=err, flush=True)
@@ -391,7 +392,8 @@ def _answer_line(text: str) -> str | None:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("says"), str):
         return None
-    return f"answer: {data.get('file')} says {json.dumps(data['says'], ensure_ascii=False)}"
+    says = json.dumps(data["says"], ensure_ascii=False)
+    return safe(f"answer: {data.get('file')} says {says}")
 
 
 def demo_command(args: argparse.Namespace) -> int:

@@ -251,11 +251,10 @@ def check_default_model() -> Check:
 
 
 def _store_path() -> Path:
-    # The same place as `emelex chat` (cli/_run.py default_store_path), without creating it.
-    home = os.environ.get("EMELEX_HOME") or os.path.join(
-        os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share"), "emelex"
-    )
-    return Path(home) / "sessions.db"
+    # The same place as `emelex chat` and `emelex sessions` (never created here).
+    from emelex.cli._store import store_location
+
+    return Path(store_location(None).path)
 
 
 def check_store() -> Check:
@@ -337,7 +336,50 @@ def check_diagnostics_socket() -> Check:
     )
 
 
-async def run_checks(*, probe: bool) -> list[Check]:
+_LEFTOVER_VISITS: Final = 20_000  # entries walked at most (doctor may run anywhere)
+
+
+def check_leftovers(directory: str) -> Check:
+    """Temporary and recovery files that killed writes left in ``directory`` (a workspace)."""
+    from emelex.tools.workspace import Workspace, WorkspaceError, list_leftovers
+
+    try:
+        with Workspace.open(directory) as workspace:
+            listing = list_leftovers(workspace, max_results=50, max_visited=_LEFTOVER_VISITS)
+    except (WorkspaceError, EmelexError) as exc:
+        return Check(
+            name="leftovers",
+            ok=True,
+            summary=f"{directory}: not checked ({exc})",
+            details={"directory": directory, "checked": False},
+        )
+    found = [
+        {"path": item.path, "kind": item.kind, "stands_for": item.stands_for, "size": item.size}
+        for item in listing.leftovers
+    ]
+    walked = f" (stopped after {listing.visited} entries)" if listing.truncated else ""
+    details = {"directory": directory, "checked": True, "leftovers": found}
+    if not found:
+        return Check(
+            name="leftovers",
+            ok=True,
+            summary=f"no leftovers of interrupted writes in {directory}{walked}",
+            details=details,
+        )
+    names = ", ".join(item.path for item in listing.leftovers[:5])
+    more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+    return Check(
+        name="leftovers",
+        ok=False,
+        summary=f"{len(found)} leftover files of interrupted writes in {directory}: "
+        f"{names}{more}{walked}",
+        fix="temporaries are removed by the next write in their directory; a recovery file "
+        "may hold the only copy of a version: look at it before deleting it",
+        details=details,
+    )
+
+
+async def run_checks(*, probe: bool, workspace: str | None = None) -> list[Check]:
     """Every check in report order; file and library checks run on a worker thread."""
     first: list[Callable[[], Check]] = [
         check_python,
@@ -349,11 +391,13 @@ async def run_checks(*, probe: bool) -> list[Check]:
     checks = [await trio.to_thread.run_sync(each) for each in first]
     checks.append(await check_buffers(probe=probe))
     checks += [await trio.to_thread.run_sync(each) for each in last]
+    directory = workspace or os.getcwd()
+    checks.append(await trio.to_thread.run_sync(check_leftovers, directory))
     return checks
 
 
 async def doctor_command(args: argparse.Namespace) -> int:
-    checks = await run_checks(probe=args.probe)
+    checks = await run_checks(probe=args.probe, workspace=getattr(args, "workspace", None))
     ok = all(check.ok for check in checks)
     if args.json:
         document = {"ok": ok, "checks": [check.to_json() for check in checks]}

@@ -6,9 +6,9 @@ import argparse
 import json
 import os
 import pathlib
+import shlex
 import signal
 import sys
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import attrs
@@ -27,12 +27,13 @@ from emelex.agent import (
     ToolStarted,
     TurnCancelled,
 )
-from emelex.cli._approvals import StdinLines, policy_for
+from emelex.cli._approvals import StdinLines, TerminalApprovals, policy_for
 from emelex.cli._models import LoadedModel, open_model
-from emelex.cli._render import TerminalRenderer, event_json, render_tree
+from emelex.cli._render import TerminalRenderer, bold, dim, event_json, render_tree, safe
+from emelex.cli._store import open_cli_store, store_location
 from emelex.model import GenerationOptions, Message
 from emelex.runtime import Supervisor, open_supervisor
-from emelex.store import SessionNotFound, SqliteStore, open_sqlite_store
+from emelex.store import SessionNotFound, SqliteStore
 
 if TYPE_CHECKING:
     from emelex.app import Agent
@@ -45,11 +46,35 @@ EXIT_INTERRUPTED = 130
 
 
 def default_store_path() -> str:
-    home = os.environ.get("EMELEX_HOME") or os.path.join(
-        os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share"), "emelex"
-    )
-    os.makedirs(home, exist_ok=True)
-    return os.path.join(home, "sessions.db")
+    """The default store file (nothing is created; see :mod:`emelex.cli._store`)."""
+    return store_location(None).path
+
+
+def is_package_dir(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, "agent.toml"))
+
+
+def run_usage_problem(agent_dir: str | None, words: list[str]) -> str | None:
+    """Why ``emelex run [--agent DIR] WORDS...`` is not a usable command line, or None.
+
+    Exactly one positional, the prompt. A package directory in its place is never
+    taken for a prompt (nor guessed to be the package): the message shows ``--agent``.
+    """
+    first = words[0]
+    if is_package_dir(first) and agent_dir is None:
+        prompt = shlex.quote(" ".join(words[1:])) if len(words) > 1 else "PROMPT"
+        return (
+            f"{first!r} is an agent package, not a prompt; run it with: "
+            f"emelex run --agent {shlex.quote(first)} {prompt}"
+        )
+    if len(words) > 1:
+        return (
+            f"expected one PROMPT, got {len(words)} arguments; quote the prompt: "
+            f"emelex run {shlex.quote(' '.join(words))}"
+        )
+    if is_package_dir(first):
+        return f"{first!r} is an agent package, not a prompt; give the prompt after it"
+    return None
 
 
 def _policy(args: argparse.Namespace, lines: StdinLines | None) -> ApprovalPolicy:
@@ -76,25 +101,37 @@ def _builder(
     return builder
 
 
-def _consumer(args: argparse.Namespace) -> Callable[[AgentEvent], None]:
-    if args.json:
+class _Consumer:
+    """Shows a turn's events (terminal text or NDJSON) and remembers whether a failure
+    was already shown, so it is reported once."""
 
-        def emit(event: AgentEvent) -> None:
+    def __init__(self, args: argparse.Namespace, policy: ApprovalPolicy) -> None:
+        prompted = policy.was_asked if isinstance(policy, TerminalApprovals) else None
+        self.renderer = (
+            None
+            if args.json
+            else TerminalRenderer(reasoning=not args.hide_reasoning, prompted=prompted)
+        )
+        self.tree = bool(getattr(args, "supervise", False))
+
+    @property
+    def failure_shown(self) -> bool:
+        return self.renderer is not None and self.renderer.failure_shown
+
+    def __call__(self, event: AgentEvent) -> None:
+        if self.renderer is None:
             print(event_json(event), flush=True)
-
-        return emit
-    renderer = TerminalRenderer(reasoning=not args.hide_reasoning)
-    if not getattr(args, "supervise", False):
-        return renderer
-
-    def with_tree(event: AgentEvent) -> None:
-        renderer(event)
-        if isinstance(event, ModelStarted | ToolStarted):
+            return
+        self.renderer(event)
+        if self.tree and isinstance(event, ModelStarted | ToolStarted):
             tree = Supervisor.current().snapshot().to_json_dict()
             tree["pid"] = os.getpid()
             print(render_tree(tree), file=sys.stderr, flush=True)
 
-    return with_tree
+
+def _failure(consume: _Consumer, exc: BaseException) -> None:
+    if not consume.failure_shown:
+        print(f"emelex: turn failed: {safe(str(exc))}", file=sys.stderr)
 
 
 async def _watch_interrupts(
@@ -108,9 +145,7 @@ async def _watch_interrupts(
             return
 
 
-async def _one_turn(
-    session: AgentSession, prompt: str, consume: Callable[[AgentEvent], None]
-) -> tuple[int, object]:
+async def _one_turn(session: AgentSession, prompt: str, consume: _Consumer) -> tuple[int, object]:
     """Run one turn with Ctrl-C mapped to a clean cancellation. Returns (exit, result)."""
     cancellation = AgentCancellation()
     interrupted: list[bool] = []
@@ -122,7 +157,7 @@ async def _one_turn(
             code = EXIT_INTERRUPTED if interrupted else EXIT_TURN_FAILED
             return code, exc
         except AgentError as exc:
-            print(f"emelex: turn failed: {exc}", file=sys.stderr)
+            _failure(consume, exc)
             return EXIT_TURN_FAILED, exc
         finally:
             nursery.cancel_scope.cancel()
@@ -168,13 +203,13 @@ async def _run_package(
     harness = package_harness(agent)
     if args.workspace:
         agent = _bind_workspace(agent, args.workspace)
-    consume = _consumer(args)
+    consume = _Consumer(args, policy)
     engine = Engine(integrations=[McpIntegration(), PluginIntegration()])
     session = await engine.create(agent).harness(harness).start()
     async with session:
         cancellation = AgentCancellation()
         interrupted: list[bool] = []
-        failure: str | None = None
+        failure: AgentError | None = None
         code = EXIT_OK
         async with trio.open_nursery() as nursery:
             stream = session.events()
@@ -193,7 +228,7 @@ async def _run_package(
             except TurnCancelled:
                 code = EXIT_INTERRUPTED if interrupted else EXIT_TURN_FAILED
             except AgentError as exc:
-                failure = f"emelex: turn failed: {exc}"
+                failure = exc
                 code = EXIT_TURN_FAILED
             # send_and_wait returns once the turn's events are in the stream's channel,
             # not once they are shown. One turn only: closing the session ends the
@@ -202,7 +237,7 @@ async def _run_package(
             await pumped.wait()
             nursery.cancel_scope.cancel()
     if failure is not None:
-        print(failure, file=sys.stderr)
+        _failure(consume, failure)
     return code
 
 
@@ -210,10 +245,10 @@ async def run_command(args: argparse.Namespace) -> int:
     lines = StdinLines() if sys.stdin.isatty() and not args.json else None
     async with open_supervisor("emelex run"):
         if not args.json:
-            print(f"\x1b[2mloading {args.model or 'the default model'}…\x1b[0m", file=sys.stderr)
+            print(dim(f"loading {safe(args.model or 'the default model')}…"), file=sys.stderr)
         async with open_model(args.model, base_url=args.base_url) as loaded:
             if not args.json:
-                print(f"\x1b[2mmodel: {loaded.description}\x1b[0m", file=sys.stderr)
+                print(dim(f"model: {safe(loaded.description)}"), file=sys.stderr)
             if getattr(args, "agent_dir", None):
                 from emelex.app import AppError
 
@@ -223,19 +258,22 @@ async def run_command(args: argparse.Namespace) -> int:
                             return await _run_package(args, loaded, _policy(args, lines))
                     return await _run_package(args, loaded, _policy(args, None))
                 except AppError as exc:
-                    print(f"emelex: cannot run the agent package: {exc}", file=sys.stderr)
+                    print(
+                        f"emelex: cannot run the agent package: {safe(str(exc))}", file=sys.stderr
+                    )
                     return EXIT_CONFIG
+            policy = _policy(args, lines)
             try:
-                session = _builder(args, loaded, _policy(args, lines)).build()
+                session = _builder(args, loaded, policy).build()
             except AgentError as exc:
-                print(f"emelex: cannot start the session: {exc}", file=sys.stderr)
+                print(f"emelex: cannot start the session: {safe(str(exc))}", file=sys.stderr)
                 return EXIT_CONFIG
             with session:
                 if lines is not None:
                     async with lines:
-                        code, _ = await _one_turn(session, args.prompt, _consumer(args))
+                        code, _ = await _one_turn(session, args.prompt, _Consumer(args, policy))
                 else:
-                    code, _ = await _one_turn(session, args.prompt, _consumer(args))
+                    code, _ = await _one_turn(session, args.prompt, _Consumer(args, policy))
     return code
 
 
@@ -244,26 +282,55 @@ def _drift(stored: str, current: str) -> list[str]:
     return sorted(key for key in set(old) | set(new) if old.get(key) != new.get(key))
 
 
+def _resume_settings(args: argparse.Namespace, config: dict[str, object]) -> str:
+    """Apply a stored session's settings to ``args`` (the command line wins for the
+    model and workspace; a tool the session was stored without stays off) and say, in
+    one line, which were kept and which the command line replaced."""
+    kept: list[str] = []
+    replaced: list[str] = []
+    for key, flag in (("model", "model"), ("workspace", "workspace")):
+        stored = str(config.get(key) or "") or None
+        given = getattr(args, flag)
+        same = given == stored or (
+            key == "workspace" and given and os.path.realpath(given) == stored
+        )
+        if given and stored and not same:
+            replaced.append(f"{key} {given} (stored: {stored})")
+        elif stored:
+            setattr(args, flag, stored)
+            kept.append(f"{key} {stored}")
+    for key, tool in (("no_shell", "shell"), ("no_file_tools", "file tools")):
+        if config.get(key):
+            setattr(args, key, True)
+            kept.append(f"no {tool}")
+        elif getattr(args, key):
+            replaced.append(f"no {tool} (stored: with {tool})")
+        else:
+            kept.append(f"with {tool}")
+    line = f"keeping its stored settings: {', '.join(kept)}" if kept else "no stored settings"
+    if replaced:
+        line += f"; from the command line: {', '.join(replaced)}"
+    return safe(line)
+
+
 async def chat_command(args: argparse.Namespace) -> int:
-    store_path = args.store or default_store_path()
-    async with open_supervisor("emelex chat"), open_sqlite_store(store_path) as store:
+    async with open_supervisor("emelex chat"), open_cli_store(args.store, create=True) as store:
+        assert store is not None  # create=True always opens one
         history: tuple[Message, ...] = ()
         config: dict[str, object] = {}
         if args.resume:
             try:
                 stored = await store.load_session(args.resume)
             except SessionNotFound:
-                print(f"emelex: no stored session {args.resume}", file=sys.stderr)
+                print(f"emelex: no stored session {safe(args.resume)}", file=sys.stderr)
                 return EXIT_CONFIG
             history = stored.messages
             config = stored.config
-            args.model = args.model or str(config.get("model") or "") or None
-            args.workspace = args.workspace or str(config.get("workspace") or "") or None
-            args.no_shell = args.no_shell or bool(config.get("no_shell"))
-            args.no_file_tools = args.no_file_tools or bool(config.get("no_file_tools"))
+            settings = _resume_settings(args, config)
+            print(f"emelex: resuming {safe(args.resume)}, {settings}", file=sys.stderr)
         session_id = args.resume or new_id()
         async with open_model(args.model, base_url=args.base_url) as loaded:
-            print(f"\x1b[2mmodel: {loaded.description}\x1b[0m", file=sys.stderr)
+            print(dim(f"model: {safe(loaded.description)}"), file=sys.stderr)
             lines = StdinLines()
             async with lines:
                 policy = _policy(args, lines if sys.stdin.isatty() else None)
@@ -271,14 +338,15 @@ async def chat_command(args: argparse.Namespace) -> int:
                 try:
                     snapshot = builder.authority_snapshot()
                 except AgentError as exc:
-                    print(f"emelex: cannot start the session: {exc}", file=sys.stderr)
+                    print(f"emelex: cannot start the session: {safe(str(exc))}", file=sys.stderr)
                     return EXIT_CONFIG
                 if args.resume:
                     if snapshot.to_json() != stored.authority:
                         changed = ", ".join(_drift(stored.authority, snapshot.to_json()))
                         print(
-                            f"emelex: refusing to resume {session_id}: its authority drifted "
-                            f"({changed} changed since it was stored). Start a new chat, or "
+                            f"emelex: refusing to resume {safe(session_id)}: its authority "
+                            f"drifted ({safe(changed)} changed since it was stored). Start a "
+                            "new chat, or "
                             "restore the original workspace and tools.",
                             file=sys.stderr,
                         )
@@ -291,9 +359,9 @@ async def chat_command(args: argparse.Namespace) -> int:
                         "no_file_tools": bool(args.no_file_tools),
                     }
                     await store.create_session(session_id, snapshot.to_json(), config)
-                print(f"\x1b[2msession {session_id} (/exit to leave)\x1b[0m", file=sys.stderr)
+                print(dim(f"session {safe(session_id)} (/exit to leave)"), file=sys.stderr)
                 with builder.build() as session:
-                    return await _chat_loop(session, store, session_id, lines, args)
+                    return await _chat_loop(session, store, session_id, lines, args, policy)
 
 
 async def _read_or_interrupt(lines: StdinLines) -> tuple[str | None, bool]:
@@ -326,10 +394,11 @@ async def _chat_loop(
     session_id: str,
     lines: StdinLines,
     args: argparse.Namespace,
+    policy: ApprovalPolicy,
 ) -> int:
-    consume = _consumer(args)
+    consume = _Consumer(args, policy)
     while True:
-        print("\x1b[1myou>\x1b[0m ", end="", file=sys.stderr, flush=True)
+        print(bold("you>") + " ", end="", file=sys.stderr, flush=True)
         line, interrupted = await _read_or_interrupt(lines)
         if interrupted:
             print(file=sys.stderr)

@@ -26,7 +26,7 @@ from typing import Any
 
 import trio
 
-from emelex.cli._render import render_tree
+from emelex.cli._render import render_tree, safe
 from emelex.runtime._supervisor import DIAGNOSTICS_ENV
 
 EXIT_OK = 0
@@ -210,12 +210,24 @@ async def _tree_text(path: str) -> str | None:
 
 
 async def _wait_for_socket(path: str, process: trio.Process, seconds: float) -> bool:
+    """Whether the program's diagnostics socket accepts a connection within ``seconds``.
+
+    The program is another process: polling is the only signal. The socket file appears
+    when it is bound, a moment before it listens, so a refused connection means "not
+    yet", not "unreachable"."""
     socket = trio.Path(path)
     with trio.move_on_after(seconds):
-        # The program is another process: polling its socket file is the only signal.
-        while not await socket.exists() and process.returncode is None:  # noqa: ASYNC110
+        while process.returncode is None:
+            if await socket.exists():
+                try:
+                    stream = await trio.open_unix_socket(path)
+                except OSError:
+                    pass
+                else:
+                    await stream.aclose()
+                    return True
             await trio.sleep(0.05)
-    return bool(await socket.exists())
+    return False
 
 
 async def _split(args: argparse.Namespace, env: dict[str, str], path: str) -> int:
@@ -318,7 +330,7 @@ async def _watch(path: str, args: argparse.Namespace, process: trio.Process | No
             _show(await fetch_snapshot(path), args.json, clear)
         except Unreachable as exc:
             if process is None or (process.returncode is None and args.once):
-                print(f"emelex: {exc}", file=sys.stderr)
+                print(f"emelex: {safe(str(exc))}", file=sys.stderr)
                 return EXIT_UNREACHABLE
         if args.once:
             return EXIT_OK

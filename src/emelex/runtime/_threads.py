@@ -35,13 +35,19 @@ def _notify(token: trio.lowlevel.TrioToken, callback: Callable[[], object]) -> N
         token.run_sync_soon(callback)
 
 
-async def run_in_worker(fn: Callable[..., T], *args: Any, name: str | None = None) -> T:
+async def run_in_worker(
+    fn: Callable[..., T],
+    *args: Any,
+    name: str | None = None,
+    on_cancel: Callable[[], object] | None = None,
+) -> T:
     """Run the blocking ``fn(*args)`` on a fresh thread registered as a worker_thread actor.
 
-    Returns its result or raises its exception. Checkpoints. If cancelled, waits
-    (shielded) for ``fn`` to return, joins the thread, then re-raises ``trio.Cancelled``:
-    the thread never outlives the call. ``fn`` cannot be interrupted; give it its own
-    abort flag if it must stop early.
+    Returns its result or raises its exception. Checkpoints. If cancelled, calls
+    ``on_cancel()`` (in the Trio thread), waits (shielded) for ``fn`` to return, joins the
+    thread, then re-raises ``trio.Cancelled``: the thread never outlives the call. ``fn``
+    cannot be interrupted; give it its own abort flag (set by ``on_cancel``, for example
+    ``threading.Event.set``) if it must stop early.
     """
     supervisor = Supervisor.current()
     actor = supervisor.register(ActorKind.WORKER_THREAD, name or _name_of(fn))
@@ -67,6 +73,8 @@ async def run_in_worker(fn: Callable[..., T], *args: Any, name: str | None = Non
         except trio.Cancelled:
             actor.state = ActorState.FINISHING
             actor.cancel_requested = True
+            if on_cancel is not None:
+                on_cancel()
             with trio.CancelScope(shield=True):
                 await done.wait()
             raise

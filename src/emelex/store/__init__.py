@@ -1,13 +1,11 @@
 """Durable history: an embedded SQLite store (one transaction per committed turn)."""
 
+from emelex.store._errors import SessionExists, SessionNotFound, StoreCorrupt, StoreError
 from emelex.store._sqlite import (
     SCHEMA_VERSION,
-    SessionExists,
-    SessionNotFound,
     SessionSummary,
     SqliteStore,
     StoredSession,
-    StoreError,
     open_sqlite_store,
 )
 
@@ -17,6 +15,7 @@ __all__ = [
     "SessionNotFound",
     "SessionSummary",
     "SqliteStore",
+    "StoreCorrupt",
     "StoreError",
     "StoredSession",
     "open_sqlite_store",

@@ -45,6 +45,7 @@ import jsonschema.validators
 from cattrs.strategies import configure_union_passthrough
 
 from emelex._errors import EmelexError
+from emelex._text import shorten
 from emelex.model import ToolDefinition
 from emelex.runtime import AgentCancellation
 from emelex.tools._protocol import ToolCancellationPolicy, ToolInvocation, ToolOutput
@@ -409,7 +410,7 @@ _UNSET: Any = object()
 
 
 def _bounded(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shorten(text, limit)
 
 
 def _conversion_error(exc: Exception) -> str:

@@ -23,6 +23,7 @@ import os
 import signal as _signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 
 import attrs
@@ -48,6 +49,8 @@ _PIPE_SIZE = 1024 * 1024
 _HELPER_MARGIN = 3.0  # time the helper gets beyond the grace to scan and exit
 _KILL_WAIT = 5.0  # after SIGKILL to the group
 _DRAIN_AFTER_EXIT = 2.0  # pipes still open after the helper exited: stop reading then
+_SWEEP_ROUNDS = 50  # /proc scans after a helper death (a forking escapee needs several)
+_MAX_FDS_SCANNED = 4096  # per process, when looking for holders of the output pipes
 _HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_subreaper.py")
 
 
@@ -273,6 +276,89 @@ async def _stop_tree(process: trio.Process, grace: float) -> None:
         raise ShellCleanupError(f"process {process.pid} did not exit after SIGKILL")
 
 
+def _pipe_inodes(streams: Sequence[trio.abc.ReceiveStream]) -> frozenset[int]:
+    inodes = set()
+    for stream in streams:
+        fileno = getattr(stream, "fileno", None)
+        if fileno is not None:
+            with contextlib.suppress(OSError):
+                inodes.add(os.fstat(fileno()).st_ino)
+    return frozenset(inodes)
+
+
+def _holds_pipe(pid: str, links: frozenset[str]) -> bool:
+    try:
+        descriptors = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for descriptor in descriptors[:_MAX_FDS_SCANNED]:
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{pid}/fd/{descriptor}") in links:
+                return True
+    return False
+
+
+def _leftovers(group: int, pipes: frozenset[int]) -> list[int]:
+    """Processes that remain of a command whose helper is gone: members of its process
+    group or session, and holders of its output pipes (a ``setsid``-ed escapee that kept
+    them). Zombies are skipped: they are already dead."""
+    me = os.getpid()
+    links = frozenset(f"pipe:[{inode}]" for inode in pipes)
+    found: list[int] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                data = handle.read()
+        except OSError:
+            continue  # exited while scanning
+        fields = data[data.rfind(b")") + 2 :].split()
+        if len(fields) < 4 or fields[0] in (b"Z", b"X"):
+            continue
+        if group in (int(fields[2]), int(fields[3])) or (links and _holds_pipe(entry, links)):
+            found.append(int(entry))
+    return found
+
+
+def _sweep(group: int, pipes: frozenset[int]) -> None:
+    """Blocking: ``SIGKILL`` whatever remains of the command, until nothing does.
+
+    The helper normally stops every descendant itself; this runs when it could not (it
+    was killed: ``kill -9 $PPID``, ``pkill python``, the OOM killer). Escapees re-parented
+    to init are found by their group, session or the output pipes they still hold.
+    """
+    for _round in range(_SWEEP_ROUNDS):
+        _signal_group(group, _signal.SIGKILL)
+        remaining = _leftovers(group, pipes)
+        if not remaining:
+            return
+        for pid in remaining:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, _signal.SIGKILL)
+        time.sleep(0.002)  # let the kills land before looking again
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+async def _after_helper(process: trio.Process, pipes: frozenset[int]) -> None:
+    """Once the helper has exited: if it did not get to clean up (killed, or a member of
+    its group survived), kill what is left of the command, off the Trio thread."""
+    code = process.returncode
+    if code is not None and code >= 0 and not _group_alive(process.pid):
+        return
+    with trio.CancelScope(shield=True):
+        await trio.to_thread.run_sync(_sweep, process.pid, pipes)
+
+
 def helper_command(command: str, kill_grace: float) -> list[str]:
     """The argv that runs ``command`` under the subreaper helper."""
     return [sys.executable, "-I", "-S", _HELPER, repr(float(kill_grace)), command]
@@ -310,8 +396,9 @@ async def run_shell(
     if kill_grace > MAX_KILL_GRACE:
         raise LimitExceeded("shell_kill_grace_seconds", int(MAX_KILL_GRACE), math.ceil(kill_grace))
     _check_text("command", command)
-    if len(command.encode("utf-8", "surrogateescape")) > MAX_COMMAND_BYTES:
-        raise LimitExceeded("shell_command_bytes", MAX_COMMAND_BYTES, len(command))
+    command_bytes = len(command.encode("utf-8", "surrogateescape"))
+    if command_bytes > MAX_COMMAND_BYTES:
+        raise LimitExceeded("shell_command_bytes", MAX_COMMAND_BYTES, command_bytes)
     environment = dict(env)
     for key, value in environment.items():
         _check_text("environment", key + value)
@@ -341,6 +428,7 @@ async def run_shell(
     streams: Sequence[trio.abc.ReceiveStream] = (process.stdout, process.stderr)
     for stream in streams:
         _enlarge_pipe(stream)
+    pipes = _pipe_inodes(streams)
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_drain, process.stdout, out)
@@ -350,6 +438,7 @@ async def run_shell(
             if deadline.cancelled_caught:
                 timed_out = True
                 await _stop_tree(process, kill_grace)
+            await _after_helper(process, pipes)
             # The helper killed its descendants before exiting, so the pipes close now;
             # anything holding them longer (a passed descriptor) is not waited for.
             nursery.cancel_scope.deadline = trio.current_time() + _DRAIN_AFTER_EXIT
@@ -357,6 +446,7 @@ async def run_shell(
     except BaseException:
         with trio.CancelScope(shield=True):
             await _stop_tree(process, kill_grace)
+            await _after_helper(process, pipes)
             for stream in streams:
                 await stream.aclose()
         raise

@@ -9,6 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 import trio
 
+from emelex._text import shorten
 from emelex.model import Message, Part, TextPart, ToolCall, ToolDefinition
 from emelex.runtime import AgentCancellation
 
@@ -86,8 +87,7 @@ class ToolInvocation:
         A checkpoint (so a tool looping on progress stays cancellable). Messages longer
         than :data:`MAX_PROGRESS_CHARS` are cut.
         """
-        if len(message) > MAX_PROGRESS_CHARS:
-            message = message[: MAX_PROGRESS_CHARS - 1] + "…"
+        message = shorten(message, MAX_PROGRESS_CHARS)
         if self._progress is not None:
             self._progress(message, completed, total)
         await trio.lowlevel.checkpoint()

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,3 +65,25 @@ def gemma_model() -> Path:
             pytrace=False,
         )
     return Path(package.assemble())
+
+
+@contextlib.contextmanager
+def reference_params(verdict: BufferVerdict | None) -> Iterator[None]:
+    """Build a reference ``llama_cpp.Llama`` inside this block to load it with the buffer
+    types the model under test chose: without extra buffer types when the verdict says
+    so (on a machine whose AMX kernels fault on worker threads, llama-cpp-python's own
+    defaults would kill the test process; elsewhere the same kernels keep greedy outputs
+    comparable token for token)."""
+    import llama_cpp.llama_cpp as native
+
+    original = native.llama_model_default_params
+
+    def params() -> Any:
+        value = original()
+        if verdict is not None and not verdict.extra_buffers:
+            value.use_extra_bufts = False
+        return value
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(native, "llama_model_default_params", params)
+        yield

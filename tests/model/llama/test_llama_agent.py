@@ -15,7 +15,7 @@ from emelex.agent import (
     AgentCancellation,
     AgentError,
     AgentSession,
-    CeilingExceeded,
+    RoundLimitExceeded,
     TurnCancelled,
 )
 from emelex.model import Client, GenerationOptions
@@ -36,9 +36,10 @@ def session_on(client: Client, workspace: Path, tool: ScriptedTool) -> AgentSess
         .include_file_tools(False)
         .include_shell_tool(False)
         .tool(tool)
-        # Every answer is a call (tool_choice="required"): the ceiling ends the turn after
-        # two committed tool rounds, which are then checkpointed.
-        .max_messages(4)
+        # Every answer is a call (tool_choice="required"): the round limit ends the turn
+        # after two committed tool rounds, which are then checkpointed. (A message
+        # ceiling no longer ends it: requests are fitted under the ceilings.)
+        .max_rounds(2)
         .options(GenerationOptions(max_tokens=256, temperature=0.0))
         .build()
     )
@@ -50,7 +51,7 @@ async def test_a_tool_round_on_the_tiny_model(tiny_model: Path, tmp_path: Path) 
     with trio.fail_after(120):
         async with open_supervisor("llama-e2e"), client:
             with session_on(client, tmp_path, tool) as session:
-                with pytest.raises(CeilingExceeded) as caught:
+                with pytest.raises(RoundLimitExceeded) as caught:
                     await session.run_turn("look something up")
                 assert caught.value.rolled_back is False
                 history = session.history

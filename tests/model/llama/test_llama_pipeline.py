@@ -50,7 +50,7 @@ from emelex.model.llama._utf8 import Utf8Decoder
 from emelex.model.templates import ToolCallFamily
 from emelex.runtime import AgentCancellation, open_supervisor
 
-from .conftest import template_text
+from .conftest import reference_params, template_text
 
 GREEDY = GenerationOptions(max_tokens=48, temperature=0.0, reasoning=Reasoning.OFF)
 HELLO = GenerationRequest([Message.user("Hello there")], options=GREEDY)
@@ -183,7 +183,10 @@ async def test_stream_matches_llama_cpp_greedy_decoding(tiny: LlamaModel, tiny_m
     import llama_cpp
 
     prompt = tiny.chat_format.render(HELLO.messages, reasoning=Reasoning.OFF).text
-    llm = llama_cpp.Llama(str(tiny_model), n_ctx=512, n_threads=1, flash_attn=True, verbose=False)
+    with reference_params(tiny.buffer_verdict):
+        llm = llama_cpp.Llama(
+            str(tiny_model), n_ctx=512, n_threads=1, flash_attn=True, verbose=False
+        )
     try:
         tokens = llm.tokenize(prompt.encode(), add_bos=True, special=True)
         assert len(tokens) == report.prompt_tokens

@@ -206,6 +206,17 @@ class FaultApp:
     async def scenario_text(self, request: dict[str, Any], receive: Receive, send: Send) -> None:
         await self.stream(send, text_stream(["Hello", ", ", "world", "!"]))
 
+    async def scenario_needs_v1(
+        self, request: dict[str, Any], receive: Receive, send: Send
+    ) -> None:
+        """Like a real server: chat completions live under ``/v1`` only; elsewhere 404."""
+        if self.paths[-1] != "/needs-v1/v1/chat/completions":
+            await self.start(send, 404, [(b"content-type", b"application/json")])
+            body = b'{"detail": "Not Found"}'
+            await self.body(send, body, more=False)
+            return
+        await self.stream(send, text_stream(["found", " it"]))
+
     async def scenario_nousage(self, request: dict[str, Any], receive: Receive, send: Send) -> None:
         await self.stream(send, text_stream(["plain"], usage=False))
 

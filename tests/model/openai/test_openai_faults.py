@@ -202,6 +202,29 @@ async def test_not_found_path(fault_server: FaultServer) -> None:
             await collect(model)
 
 
+async def test_a_404_from_a_base_url_without_v1_suggests_adding_it(
+    fault_server: FaultServer,
+) -> None:
+    base = fault_server.root + "/needs-v1"
+    async with OpenAIModel(base, "m") as model:
+        with pytest.raises(HTTPStatusError) as caught:
+            await collect(model)
+    error = caught.value
+    assert error.status == 404 and error.message == "Not Found"
+    assert error.hint is not None and f"try {base}/v1" in error.hint
+    assert str(error).endswith(f"try {base}/v1)")
+    # The suggestion is right: the same server answers under /v1.
+    async with OpenAIModel(base + "/v1/", "m") as model:
+        events = await collect(model)
+    assert any(getattr(e, "text", None) == "found" for e in events)
+    # A 404 from a versioned base URL (or another status) suggests nothing.
+    async with OpenAIModel(base + "/v2", "m") as model:
+        with pytest.raises(HTTPStatusError) as caught:
+            await collect(model)
+    assert caught.value.status == 404 and caught.value.hint is None
+    assert "/v1" not in str(caught.value)
+
+
 # -- malformed and oversized streams --------------------------------------------------------
 async def test_malformed_json_chunk(fault_server: FaultServer) -> None:
     async with OpenAIModel(fault_server.url("malformed"), "m") as model:

@@ -406,13 +406,13 @@ async def test_edit_file_flow(run_calls: Runner, ws_root: Path) -> None:
     )
     assert [a.reason for a in approvals.asked] == [
         f'edit "{_abs(ws_root, "e.txt")}": replace 1 occurrence of a 4-byte text with a '
-        "5-byte text",
+        "5-byte text (the file grows by 1 byte)",
         f'edit "{_abs(ws_root, "e.txt")}": replace 1 occurrence of a 4-byte text with a '
-        "3-byte text",
+        "3-byte text (the file shrinks by 1 byte)",
         f'edit "{_abs(ws_root, "e.txt")}": replace 2 occurrences of a 4-byte text with a '
-        f"1-byte text, only if the file's sha256 is {'0' * 64}",
+        f"1-byte text (the file shrinks by 6 bytes), only if the file's sha256 is {'0' * 64}",
         f'edit "{_abs(ws_root, "e.txt")}": replace 2 occurrences of a 4-byte text with a '
-        f"1-byte text, only if the file's sha256 is {digest}",
+        f"1-byte text (the file shrinks by 6 bytes), only if the file's sha256 is {digest}",
     ]
     count, missing, stale, done = outcome.tool_messages
     assert count == (

@@ -77,8 +77,8 @@ def test_new_bounds_and_cleans_fields() -> None:
         "  A\ttitle\nwith\u202elayout  " + "t" * 400, "https://example.com/a", "s" * 5000
     )
     assert result.title.startswith("A title with layout t")
-    assert len(result.title) == MAX_TITLE_CHARS and result.title.endswith("…")
-    assert len(result.snippet) == MAX_SNIPPET_CHARS
+    assert len(result.title) <= MAX_TITLE_CHARS and result.title.endswith(" more characters]")
+    assert len(result.snippet) <= MAX_SNIPPET_CHARS
     for url in ("javascript:alert(1)", "ftp://x/", "https://u:p@x/", "https://x/" + "a" * 3000):
         with pytest.raises(InvalidSearchResult):
             WebSearchResult.new("t", url, "s")

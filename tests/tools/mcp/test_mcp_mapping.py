@@ -123,7 +123,9 @@ def test_discovery_checks() -> None:
     accepted, warnings = accept_tools(server, listed)
     assert [d.name for _, d in accepted] == ["srv__ok", "srv__long", "srv__third"]
     assert accepted[0][1].parameters == object_schema
-    assert len(accepted[1][1].description) == MAX_DESCRIPTION_CHARS
+    long_description = accepted[1][1].description
+    assert len(long_description) <= MAX_DESCRIPTION_CHARS
+    assert long_description.endswith(" more characters]")  # says how much was cut
     assert warnings == [
         'tool "ok" dropped: the server listed it twice',
         'tool "array" dropped: its input schema does not describe an object',

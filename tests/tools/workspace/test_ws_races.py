@@ -20,6 +20,7 @@ from emelex.tools.workspace import (
     EditMismatch,
     Workspace,
     _mutate,
+    _sibling,
     edit_file,
     write_file,
 )
@@ -121,7 +122,7 @@ def test_unrecoverable_race_keeps_prior_inode_under_recovery_name(
         edit_file(ws, "f.txt", "base", "edited")
     recovery = caught.value.recovery_path
     assert recovery is not None
-    assert _mutate.RECOVERY_MARKER in recovery
+    assert _sibling.RECOVERY_MARKER in recovery
     files = _siblings(root)
     assert files[recovery] == "racer\n"
     assert files["f.txt"] == "edited\n"
@@ -178,7 +179,7 @@ def test_racing_thread_never_loses_a_version(ws: Workspace, root: Path) -> None:
         files = _siblings(root)
         final = files.pop("f.txt")
         assert final in (f"racer base {index}\n", f"racer edited {index}\n"), (index, final)
-        assert all(_mutate.TEMP_MARKER not in name for name in files), files
+        assert all(_sibling.TEMP_MARKER not in name for name in files), files
         assert not files, files
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
     assert outcomes.get("mismatch", 0) == 0

@@ -8,6 +8,7 @@ chained with ``raise ... from``, so ``__cause__`` holds the original.
 from __future__ import annotations
 
 from emelex._errors import LimitExceeded
+from emelex._text import clip
 from emelex.model._errors import InvalidRequest, InvalidResponse, ModelError
 
 
@@ -50,19 +51,26 @@ class HTTPStatusError(OpenAIError):
 
     ``status`` is the HTTP status, ``body`` the start of the response body (decoded,
     at most a few kilobytes) and ``message`` the server's own error message when the body
-    is the usual ``{"error": {"message": ...}}`` JSON (``None`` otherwise).
+    is the usual ``{"error": {"message": ...}}`` JSON (``None`` otherwise). ``hint`` is
+    emelex's own suggestion (e.g. a 404 from a base URL without ``/v1``), ``None`` when
+    it has none; it ends the error's text.
     """
 
-    def __init__(self, status: int, body: str, message: str | None = None) -> None:
+    def __init__(
+        self, status: int, body: str, message: str | None = None, *, hint: str | None = None
+    ) -> None:
         detail = f"the server answered HTTP {status}"
         if message:
             detail += f": {message}"
         elif body:
-            detail += f": {body[:200]}"
+            detail += f": {clip(body, 200)}"
+        if hint:
+            detail += f" ({hint})"
         super().__init__(detail)
         self.status = status
         self.body = body
         self.message = message
+        self.hint = hint
 
 
 class RateLimited(HTTPStatusError):
@@ -92,7 +100,7 @@ class MalformedChunk(OpenAIError, InvalidResponse):
     ``excerpt`` holds the start of the offending data."""
 
     def __init__(self, message: str, *, excerpt: str = "") -> None:
-        super().__init__(f"{message}: {excerpt[:200]!r}" if excerpt else message)
+        super().__init__(f"{message}: {clip(repr(excerpt), 200)}" if excerpt else message)
         self.excerpt = excerpt
 
 

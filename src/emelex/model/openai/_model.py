@@ -7,6 +7,7 @@ import contextlib
 import email.utils
 import json
 import math
+import re
 import time
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
@@ -374,6 +375,20 @@ def _server_message(body: str) -> str | None:
     return None
 
 
+_VERSIONED = re.compile(r"/v\d+[a-z0-9]*$")
+
+
+def _status_hint(status: int, model: OpenAIModel) -> str | None:
+    """A 404 from a base URL without an API version prefix: OpenAI-compatible servers
+    (llama.cpp, vLLM, OpenAI itself) serve ``/v1/chat/completions``."""
+    base = model._base_url
+    path = base.path.rstrip("/")
+    if status != 404 or _VERSIONED.search(path):
+        return None
+    suggested = _shown_url(base.copy_with(path=path + "/v1"))
+    return f"the base URL has no /v1; OpenAI-compatible servers usually need it: try {suggested}"
+
+
 class OpenAIStream:
     """One generation against an OpenAI-compatible server: an async context manager
     (entering sends the request) and the async iterator of its events (see
@@ -535,7 +550,7 @@ class OpenAIStream:
             return RateLimited(
                 status, excerpt, message, retry_after=retry_after_seconds(response.headers)
             )
-        return HTTPStatusError(status, excerpt, message)
+        return HTTPStatusError(status, excerpt, message, hint=_status_hint(status, self._model))
 
     # -- reading ----------------------------------------------------------------------------
     async def _read(self) -> bytes | None:

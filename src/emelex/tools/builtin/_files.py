@@ -14,6 +14,7 @@ files; writes and edits always ask. Only an approved call passes ``allow_outside
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -23,6 +24,7 @@ from emelex.runtime import run_in_worker
 from emelex.tools._protocol import AgentTool, ToolCancellationPolicy, ToolInvocation, ToolOutput
 from emelex.tools.builtin._common import (
     absolute,
+    cancelled_by,
     cut_text,
     notes,
     object_schema,
@@ -39,6 +41,7 @@ from emelex.tools.workspace import (
     FileContent,
     FindResult,
     GrepResult,
+    OperationAborted,
     Target,
     Workspace,
     WorkspaceError,
@@ -111,6 +114,19 @@ class _WorkspaceTool:
     async def _run(self, fn: Callable[..., T], /, **kwargs: Any) -> T:
         return await run_in_worker(functools.partial(fn, self._workspace, **kwargs), name=self.name)
 
+    async def _run_abortable(
+        self, invocation: ToolInvocation, fn: Callable[..., T], /, **kwargs: Any
+    ) -> T:
+        """Run a read-only operation that stops within milliseconds when the turn or the
+        caller is cancelled (it checks an abort flag between bounded chunks of work).
+        A cancelled turn raises ``OperationAborted``; a cancelled caller, ``Cancelled``."""
+        abort = threading.Event()
+        call = functools.partial(fn, self._workspace, abort=abort, **kwargs)
+        with cancelled_by(invocation.cancellation) as scope:
+            return await run_in_worker(call, name=self.name, on_cancel=abort.set)
+        assert scope.cancelled_caught
+        raise OperationAborted(self.name, "stopped: the turn was cancelled")
+
     def _error(self, exc: Exception) -> ToolOutput:
         return ToolOutput.error(f"{self.name}: {exc}")
 
@@ -164,7 +180,8 @@ class ReadFileTool(_WorkspaceTool):
         arguments = invocation.arguments
         approved = invocation.approved
         try:
-            content = await self._run(
+            content = await self._run_abortable(
+                invocation,
                 read_file,
                 path=arguments["path"],
                 offset_line=arguments.get("offset", 1),
@@ -236,7 +253,8 @@ class ListDirectoryTool(_WorkspaceTool):
     async def invoke(self, invocation: ToolInvocation) -> ToolOutput:
         approved = invocation.approved
         try:
-            listing = await self._run(
+            listing = await self._run_abortable(
+                invocation,
                 list_directory,
                 path=invocation.arguments["path"],
                 max_entries=self._max_entries,
@@ -276,6 +294,11 @@ def _render_listing(listing: DirectoryListing) -> str:
         shown = len(listing.entries) if not cut else text.count("\n")
         text = text.rstrip("\n") + (
             f"\n[cut: showing the first {shown} of {listing.total_entries} entries by name]"
+        )
+    if listing.leftovers:
+        text += (
+            f"\n[{plural(listing.leftovers, 'leftover file')} of interrupted writes not shown "
+            "(temporary or recovery copies)]"
         )
     return text
 
@@ -330,7 +353,8 @@ class FindFilesTool(_WorkspaceTool):
         path = arguments.get("path", ".")
         include = _include_secrets(self, invocation, path)
         try:
-            found = await self._run(
+            found = await self._run_abortable(
+                invocation,
                 find_files,
                 pattern=arguments["pattern"],
                 path=path,
@@ -411,7 +435,8 @@ class GrepTool(_WorkspaceTool):
         super().__init__(
             workspace,
             "Search file contents below `path` (a directory or one file; default the "
-            "workspace root) for a Python regular expression, or a plain text with "
+            "workspace root) for a regular expression (RE2 syntax: Python-like, without "
+            "backreferences or lookaround; matching takes linear time), or a plain text with "
             "`literal`. Prints `path:line:text` for matches and `path-line-text` for "
             "`context` lines, groups separated by `--`. Binary files, .git/.hg/.svn, "
             "symbolic links and likely-secret files are skipped. At most "
@@ -422,7 +447,7 @@ class GrepTool(_WorkspaceTool):
                         "type": "string",
                         "minLength": 1,
                         "maxLength": MAX_PATTERN_CHARS,
-                        "description": "Regular expression (or text with literal=true).",
+                        "description": "RE2 regular expression (or text with literal=true).",
                     },
                     "path": _path_schema("Directory or file to search (default: root)."),
                     "literal": {
@@ -469,7 +494,8 @@ class GrepTool(_WorkspaceTool):
         arguments = invocation.arguments
         path = arguments.get("path", ".")
         try:
-            result = await self._run(
+            result = await self._run_abortable(
+                invocation,
                 grep,
                 pattern=arguments["pattern"],
                 path=path,
@@ -665,10 +691,16 @@ class EditFileTool(_MutatingTool):
         if target is None or old is None or new is None:
             return None
         count = arguments.get("count", 1)
+        growth = count * (len(new) - len(old))
+        change = f"grows by {plural(growth, 'byte')}"
+        if growth < 0:
+            change = f"shrinks by {plural(-growth, 'byte')}"
+        elif growth > MAX_WRITE_BYTES:
+            change += f", past the {MAX_WRITE_BYTES}-byte limit: it will be refused"
         sentence = (
             f"edit {show(absolute(self._workspace, target))}: replace "
             f"{plural(count, 'occurrence')} of a {len(old)}-byte text with a "
-            f"{len(new)}-byte text"
+            f"{len(new)}-byte text (the file {change})"
         )
         extra = notes(self._workspace, target)
         if extra:
@@ -681,10 +713,14 @@ class EditFileTool(_MutatingTool):
     async def invoke(self, invocation: ToolInvocation) -> ToolOutput:
         arguments = invocation.arguments
         path = arguments["path"]
-        if _encoded(arguments["old"]) is None or _encoded(arguments["new"]) is None:
+        old, new = _encoded(arguments["old"]), _encoded(arguments["new"])
+        if old is None or new is None:
             return ToolOutput.error("edit_file: the text is not valid Unicode (a lone surrogate)")
         if not invocation.approved:
             return self._unapproved(path)
+        growth = arguments.get("count", 1) * (len(new) - len(old))
+        if growth > MAX_WRITE_BYTES:  # over the ceiling whatever the file holds
+            return self._error(LimitExceeded("edit_file_bytes", MAX_WRITE_BYTES, growth))
         try:
             result = await self._run(
                 edit_file,

@@ -92,7 +92,8 @@ class ShellTool:
                         "type": "string",
                         "minLength": 1,
                         "maxLength": MAX_COMMAND_BYTES,
-                        "description": "Shell command line.",
+                        "description": "Shell command line (at most "
+                        f"{MAX_COMMAND_BYTES} bytes once UTF-8 encoded).",
                     },
                     "timeout_seconds": {
                         "type": "number",

@@ -45,6 +45,7 @@ import httpcore
 import httpx
 import trio
 
+from emelex._text import shorten
 from emelex._version import __version__
 from emelex.model import ToolDefinition
 from emelex.tools._protocol import ToolCancellationPolicy, ToolInvocation, ToolOutput
@@ -305,6 +306,9 @@ class BodyDecoder:
 
     :meth:`feed` returns at most ``room + 1`` decoded bytes, so the caller learns that the
     cap was passed without the decompressor ever producing more than one byte beyond it.
+    A gzip body of several members (concatenated gzip files) is decoded member after
+    member; zero padding after the last one is ignored. ``problem`` says why the decoded
+    body is incomplete (a stream that ends early, undecodable trailing data), else None.
     """
 
     def __init__(self, content_encoding: str) -> None:
@@ -313,9 +317,13 @@ class BodyDecoder:
         if len(codings) > 1:
             raise FetchRefused(f"unsupported Content-Encoding {content_encoding!r}")
         self.kind = codings[0] if codings else "identity"
+        self.problem: str | None = None
         self._pending = b""
         self._z: Any = None
-        if self.kind in ("gzip", "x-gzip"):
+        self._between = False  # gzip: a member ended; more data starts the next one
+        self._fed = False
+        self._gzip = self.kind in ("gzip", "x-gzip")
+        if self._gzip:
             self._z = zlib.decompressobj(zlib.MAX_WBITS | 16)
         elif self.kind not in ("identity", "deflate"):
             raise FetchRefused(f"unsupported Content-Encoding {content_encoding!r}")
@@ -323,6 +331,7 @@ class BodyDecoder:
     def feed(self, data: bytes, room: int) -> bytes:
         if self.kind == "identity":
             return data[: room + 1]
+        self._fed = self._fed or bool(data)
         if self._z is None:  # deflate: a zlib wrapper or a raw stream (both are seen)
             self._pending += data
             if len(self._pending) < 2:
@@ -331,12 +340,46 @@ class BodyDecoder:
             wrapped = head & 0x0F == 8 and (head * 256 + flags) % 31 == 0
             self._z = zlib.decompressobj(zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS)
             data, self._pending = self._pending, b""
-        try:
-            return bytes(self._z.decompress(data, room + 1))
-        except zlib.error as exc:
-            raise FetchRefused(f"the {self.kind} response body is corrupt: {exc}") from exc
+        out = bytearray()
+        while data and self.problem is None:
+            if self._between:
+                if not self._next_member(data):
+                    return bytes(out)  # padding, or too little to tell yet
+                data, self._pending = self._pending, b""
+            try:
+                out += self._z.decompress(data, room + 1 - len(out))
+            except zlib.error as exc:
+                raise FetchRefused(f"the {self.kind} response body is corrupt: {exc}") from exc
+            if len(out) > room or not self._z.eof:
+                break
+            data = self._z.unused_data
+            if not self._gzip:
+                if data:
+                    self.problem = "data follows the end of the deflate stream"
+                break
+            self._between = True
+        return bytes(out)
+
+    def _next_member(self, data: bytes) -> bool:
+        """Between gzip members: keep ``data`` and start the next member once its magic
+        number is seen (True); zero padding is dropped, anything else is a problem."""
+        self._pending = (self._pending + data).lstrip(b"\0")
+        if len(self._pending) < 2:
+            return False
+        if not self._pending.startswith(b"\x1f\x8b"):
+            self.problem = "undecodable data follows the gzip stream"
+            return False
+        self._z = zlib.decompressobj(zlib.MAX_WBITS | 16)
+        self._between = False
+        return True
 
     def finish(self, room: int) -> bytes:
+        if self.kind == "identity":
+            return b""
+        if self._between:
+            if self._pending and self.problem is None:
+                self.problem = "undecodable data follows the gzip stream"
+            return b""
         if self._pending:
             self._z = zlib.decompressobj(-zlib.MAX_WBITS)
             data, self._pending = self._pending, b""
@@ -344,33 +387,76 @@ class BodyDecoder:
         if self._z is None:
             return b""
         try:
-            return bytes(self._z.flush())[: room + 1]
+            tail = bytes(self._z.flush())[: room + 1]
         except zlib.error as exc:
             raise FetchRefused(f"the {self.kind} response body is corrupt: {exc}") from exc
+        if self._fed and not self._z.eof and self.problem is None:
+            self.problem = f"the {self.kind} stream ends early (the body was cut in transit)"
+        return tail
 
 
 _BINARY_TYPES = ("image/", "audio/", "video/", "font/")
 _BINARY_SUBTYPES = ("octet-stream", "zip", "gzip", "pdf", "wasm", "x-tar", "protobuf")
 
 
-def _is_text(content_type: str, body: bytes) -> bool:
+def _is_text(content_type: str, body: bytes, charset: str) -> bool:
     kind = content_type.split(";", 1)[0].strip().lower()
     if kind.startswith(_BINARY_TYPES) or any(s in kind for s in _BINARY_SUBTYPES):
         return False
+    if charset.startswith(("utf-16", "utf-32")):
+        return True  # NUL bytes are part of the encoding
     return b"\0" not in body[:8192]
 
 
-def _charset(response: httpx.Response) -> str:
-    name = response.charset_encoding or "utf-8"
+#: The charset a body is decoded with when it declares none, or one that is not honoured.
+DEFAULT_CHARSET = "utf-8"
+# Text codecs that cannot decode an arbitrary body: domain-name and escape codecs, and
+# "undefined", which always fails. (Bytes-to-bytes codecs such as hex, base64, zlib and
+# rot13 are excluded by their codec info.)
+_NOT_BODY_CHARSETS = frozenset(
+    {"idna", "punycode", "undefined", "unicode-escape", "raw-unicode-escape"}
+)
+_BOMS = {"utf-16": (b"\xff\xfe", b"\xfe\xff"), "utf-32": (b"\xff\xfe\0\0", b"\0\0\xfe\xff")}
+
+
+def body_charset(declared: str | None) -> tuple[str, str | None]:
+    """The codec to decode a text body with, and a note when ``declared`` is not used.
+
+    Only text encodings are honoured; anything else (unknown names, bytes-to-bytes
+    codecs, codecs that cannot decode arbitrary bytes) falls back to
+    :data:`DEFAULT_CHARSET`.
+    """
+    if declared is None:
+        return DEFAULT_CHARSET, None
     try:
-        return codecs.lookup(name).name
-    except LookupError:
-        return "utf-8"
+        info = codecs.lookup(declared)
+    except (LookupError, ValueError):  # ValueError: a NUL in the name
+        return DEFAULT_CHARSET, f"unknown charset {_printable(declared, 60)!r}"
+    if not getattr(info, "_is_text_encoding", True) or info.name in _NOT_BODY_CHARSETS:
+        return DEFAULT_CHARSET, f"charset {_printable(declared, 60)!r} is not a text encoding"
+    return info.name, None
+
+
+def decode_body(data: bytes, charset: str, *, final: bool) -> tuple[str, str | None]:
+    """``data`` decoded with ``charset`` (invalid bytes replaced), falling back to
+    :data:`DEFAULT_CHARSET` with a note if that codec still cannot decode it. UTF-16 and
+    UTF-32 without a byte order mark are read as little-endian (as browsers do)."""
+    name = charset
+    boms = _BOMS.get(charset)
+    if boms is not None and not data.startswith(boms):
+        name = charset + "-le"
+    try:
+        return codecs.getincrementaldecoder(name)(errors="replace").decode(data, final=final), None
+    except (UnicodeError, ValueError, TypeError, LookupError) as exc:
+        text = codecs.getincrementaldecoder(DEFAULT_CHARSET)(errors="replace").decode(
+            data, final=final
+        )
+        return text, f"charset {charset!r} could not decode the body ({type(exc).__name__})"
 
 
 def _printable(text: str, limit: int = 300) -> str:
     cleaned = "".join(c if c.isprintable() else "?" for c in text)
-    return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
+    return shorten(cleaned, limit)
 
 
 # -- the tool -------------------------------------------------------------------------------
@@ -579,11 +665,17 @@ class WebFetchTool:
             lines.append(
                 f"[body cut: only the first {len(data)} bytes were read (the limit is {cap} bytes)]"
             )
+        elif decoder.problem is not None:
+            lines.append(f"[body cut: {decoder.problem}; {len(data)} bytes decoded]")
         else:
             lines.append(f"[body: {len(data)} bytes]")
-        if data and _is_text(content_type, data):
-            decode = codecs.getincrementaldecoder(_charset(response))(errors="replace")
-            lines.append(decode.decode(data, final=not cut))
+        charset, note = body_charset(response.charset_encoding)
+        if data and _is_text(content_type, data, charset):
+            text, failure = decode_body(data, charset, final=not cut)
+            note = note or failure
+            if note is not None:
+                lines.append(f"[{note}; decoded as {DEFAULT_CHARSET.upper()} instead]")
+            lines.append(text)
         elif data:
             lines.append("[binary body not shown]")
         return ToolOutput("\n".join(lines))

@@ -24,6 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 import trio
 
+from emelex._text import shorten
 from emelex.model import ToolDefinition
 from emelex.tools._protocol import ToolCancellationPolicy, ToolInvocation, ToolOutput
 from emelex.tools.builtin._common import cancelled_by, object_schema, plural, show
@@ -51,7 +52,7 @@ def _clean(text: str, limit: int) -> str:
         for char in text
     )
     single = " ".join(visible.split())
-    return single if len(single) <= limit else single[: limit - 1] + "…"
+    return shorten(single, limit)
 
 
 def url_problem(url: object) -> str | None:

@@ -12,6 +12,7 @@ import jsonschema
 import jsonschema.exceptions
 import jsonschema.validators
 
+from emelex._text import shorten
 from emelex.model import ToolDefinition
 from emelex.tools._protocol import ToolCancellationPolicy, ToolInvocation, ToolOutput
 from emelex.tools.mcp._config import McpServer
@@ -76,7 +77,7 @@ def accept_tools(
         description = remote.description or ""
         if len(description) > MAX_DESCRIPTION_CHARS:
             warnings.append(f"tool {shown}: description cut to {MAX_DESCRIPTION_CHARS} characters")
-            description = description[: MAX_DESCRIPTION_CHARS - 1] + "…"
+            description = shorten(description, MAX_DESCRIPTION_CHARS)
         schema = dict(remote.input_schema)  # type: ignore[call-overload]  # checked above
         seen.add(name)
         accepted.append((remote, ToolDefinition(name, description, schema)))

@@ -9,6 +9,7 @@ dedicated class becomes :class:`WorkspaceIOError` and keeps its number.
 from __future__ import annotations
 
 import errno as _errno
+import threading
 
 from emelex._errors import EmelexError
 
@@ -71,6 +72,20 @@ class SecretPath(WorkspaceError):
 
 class PatternError(WorkspaceError):
     """A search or glob pattern does not compile."""
+
+
+class OperationAborted(WorkspaceError):
+    """The caller asked a running operation to stop (its ``abort`` event was set).
+
+    Long operations (searches, reads far into a file) check the event between bounded
+    chunks of work, so they stop within milliseconds of it being set.
+    """
+
+
+def check_abort(abort: threading.Event | None, path: str) -> None:
+    """Raise :class:`OperationAborted` if ``abort`` is set."""
+    if abort is not None and abort.is_set():
+        raise OperationAborted(path, "stopped: the operation was cancelled")
 
 
 class EditMismatch(WorkspaceError):

@@ -40,15 +40,20 @@ from emelex.tools.workspace._errors import (
     NotTextFile,
     map_os_error,
 )
+from emelex.tools.workspace._leftovers import (
+    claim_temporary,
+    clean_stale_temporaries,
+    release_temporary,
+    remember_clean,
+)
 from emelex.tools.workspace._linux import RENAME_EXCHANGE, RENAME_NOREPLACE, renameat2
 from emelex.tools.workspace._read import BINARY_PROBE_BYTES
-from emelex.tools.workspace._root import MAX_NAME_BYTES, Target, Workspace
+from emelex.tools.workspace._root import Target, Workspace
+from emelex.tools.workspace._sibling import RECOVERY_MARKER, TEMP_MARKER, sibling_name
 
 MAX_WRITE_BYTES = 16 * 1024 * 1024
 """Ceiling on the content ``write_file`` accepts and on files ``edit_file`` rewrites."""
 
-TEMP_MARKER = ".emelex-tmp-"
-RECOVERY_MARKER = ".emelex-recovered-"
 
 _HOOKS: dict[str, Callable[[int, str, str], None]] = {}
 """Test seam: ``_HOOKS[stage](parent_fd, name, temp_name)`` runs at ``"before_install"``
@@ -93,16 +98,6 @@ class _Prior:
     sha256: str | None  # content hash to re-check (edits only)
 
 
-def sibling_name(name: str, marker: str) -> str:
-    """``.<name><marker><random>``, shortened to stay within ``NAME_MAX`` bytes."""
-    suffix = marker + os.urandom(6).hex()
-    room = MAX_NAME_BYTES - 1 - len(suffix)
-    encoded = os.fsencode(name)
-    if len(encoded) > room:
-        name = os.fsdecode(encoded[:room].decode("utf-8", "ignore").encode("utf-8"))
-    return "." + name + suffix
-
-
 def _stat_id(parent_fd: int, name: str) -> tuple[int, int, int] | None:
     try:
         info = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
@@ -136,11 +131,16 @@ def _write_temp(
     flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC
     for _attempt in range(8):
         temp = sibling_name(name, TEMP_MARKER)
+        claim_temporary(parent_fd, temp)  # before it exists: a cleaner never sees it free
         try:
             fd = os.open(temp, flags, 0o600, dir_fd=parent_fd)
             break
         except FileExistsError:
+            release_temporary(parent_fd, temp)
             continue
+        except BaseException:
+            release_temporary(parent_fd, temp)
+            raise
     else:  # pragma: no cover - eight 48-bit collisions in a row
         raise FileExistsError(errno.EEXIST, "no free temporary name", name)
     try:
@@ -158,6 +158,7 @@ def _write_temp(
     except BaseException:
         os.close(fd)
         _unlink_quietly(parent_fd, temp)
+        release_temporary(parent_fd, temp)
         raise
     os.close(fd)
     return temp, info.st_dev, info.st_ino
@@ -172,8 +173,22 @@ def _install(
     prior: _Prior | None,
     owner: tuple[int, int] | None,
 ) -> None:
-    shown = parent.child(name).display
     temp, new_dev, new_ino = _write_temp(parent_fd, name, data, mode, owner)
+    try:
+        _install_temp(parent_fd, name, parent, temp, prior, (new_dev, new_ino))
+    finally:
+        release_temporary(parent_fd, temp)
+
+
+def _install_temp(
+    parent_fd: int,
+    name: str,
+    parent: Target,
+    temp: str,
+    prior: _Prior | None,
+    ours: tuple[int, int],
+) -> None:
+    shown = parent.child(name).display
     try:
         _hook("before_install", parent_fd, name, temp)
         if prior is None:
@@ -196,7 +211,7 @@ def _install(
         raise
     if prior is not None:
         _hook("after_exchange", parent_fd, name, temp)
-        _settle_exchange(parent_fd, name, temp, parent, prior, (new_dev, new_ino))
+        _settle_exchange(parent_fd, name, temp, parent, prior, ours)
     os.fsync(parent_fd)
 
 
@@ -277,6 +292,7 @@ def write_file(
     parent_fd, name = ws.open_parent(target, create=create_parents)
     parent = target.parts[:-1]
     try:
+        clean_stale_temporaries(ws, parent_fd)
         try:
             fd, info = ws.open_file_at(parent_fd, name, target.display)
         except NotFound:
@@ -293,9 +309,18 @@ def write_file(
                 mode = stat.S_IMODE(info.st_mode)
                 owner = (info.st_uid, info.st_gid)
             try:
-                _install(parent_fd, name, Target(target.outside, parent), data, mode, prior, owner)
+                _install(
+                    parent_fd,
+                    name,
+                    Target(target.outside, parent, target.root),
+                    data,
+                    mode,
+                    prior,
+                    owner,
+                )
             except OSError as error:
                 raise map_os_error(error, target.display) from error
+            remember_clean(ws, parent_fd)
         finally:
             if fd >= 0:
                 os.close(fd)
@@ -335,6 +360,7 @@ def edit_file(
     ws.check_secret(target, allow_secret)
     parent_fd, name = ws.open_parent(target)
     try:
+        clean_stale_temporaries(ws, parent_fd)
         fd, info = ws.open_file_at(parent_fd, name, target.display)
         try:
             if info.st_size > max_bytes:
@@ -357,16 +383,19 @@ def edit_file(
             found = text.count(old)
             if found != count:
                 raise EditMismatch(target.display, "count", count, found)
+            # The size is known before anything is built: refuse without building it.
+            size = edited_size(len(data), count, old, new)
+            if size > max_bytes:
+                raise LimitExceeded("edit_file_bytes", max_bytes, size)
             result = text.replace(old, new, count).encode("utf-8")
-            if len(result) > max_bytes:
-                raise LimitExceeded("edit_file_bytes", max_bytes, len(result))
             prior = _Prior(fd, info.st_dev, info.st_ino, before)
-            parent = Target(target.outside, target.parts[:-1])
+            parent = Target(target.outside, target.parts[:-1], target.root)
             owner = (info.st_uid, info.st_gid)
             try:
                 _install(parent_fd, name, parent, result, stat.S_IMODE(info.st_mode), prior, owner)
             except OSError as error:
                 raise map_os_error(error, target.display) from error
+            remember_clean(ws, parent_fd)
         finally:
             os.close(fd)
     finally:
@@ -374,6 +403,12 @@ def edit_file(
     return EditResult(
         target.display, count, len(result), before, hashlib.sha256(result).hexdigest()
     )
+
+
+def edited_size(size: int, count: int, old: str, new: str) -> int:
+    """The size in bytes of a ``size``-byte UTF-8 file after ``count`` occurrences of
+    ``old`` are replaced by ``new``."""
+    return size + count * (len(new.encode("utf-8")) - len(old.encode("utf-8")))
 
 
 def _read_bounded(fd: int, limit: int) -> bytes | None:

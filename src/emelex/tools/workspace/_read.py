@@ -7,18 +7,21 @@ read is bounded by the caller's byte limit, never by the size the file claims.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import heapq
 import os
 import stat
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 
 import attrs
 
 from emelex._errors import LimitExceeded
-from emelex.tools.workspace._errors import InvalidArgument, map_os_error
+from emelex.tools.workspace._errors import InvalidArgument, check_abort, map_os_error
 from emelex.tools.workspace._root import Workspace, describe_mode
 from emelex.tools.workspace._secrets import is_secret_child
+from emelex.tools.workspace._sibling import is_sibling
 
 DEFAULT_READ_BYTES = 256 * 1024
 """Default cap on the text one ``read_file`` call returns."""
@@ -31,6 +34,9 @@ BINARY_PROBE_BYTES = 8 * 1024
 DEFAULT_LIST_ENTRIES = 1000
 MAX_LIST_ENTRIES = 100_000
 _CHUNK = 1024 * 1024
+_SEEK_HOLES = True
+"""Skip holes of sparse files while counting lines (they hold no newline). A test seam:
+tests turn it off to prove a dense scan still stops when aborted."""
 
 
 @attrs.frozen
@@ -95,11 +101,26 @@ def _decode(data: bytes) -> str | None:
         return None
 
 
-def _chunks(fd: int) -> Iterator[bytes]:
+def _chunks(
+    fd: int, shown: str, abort: threading.Event | None, skip_holes: Callable[[], bool]
+) -> Iterator[bytes]:
+    """The file in bounded chunks; checks ``abort`` before each one. While
+    ``skip_holes()`` holds, holes of a sparse file are jumped over (``SEEK_DATA``)."""
+    position = 0
     while True:
-        chunk = os.read(fd, _CHUNK)
+        check_abort(abort, shown)
+        if position and _SEEK_HOLES and skip_holes():
+            try:
+                position = os.lseek(fd, position, os.SEEK_DATA)
+            except OSError as error:
+                if error.errno == errno.ENXIO:
+                    return  # nothing but a hole up to the end
+                if error.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
+                    raise
+        chunk = os.pread(fd, _CHUNK, position)
         if not chunk:
             return
+        position += len(chunk)
         yield chunk
 
 
@@ -114,6 +135,7 @@ def read_file(
     max_bytes: int = DEFAULT_READ_BYTES,
     allow_outside: bool = False,
     allow_secret: bool = False,
+    abort: threading.Event | None = None,
 ) -> FileContent:
     """Read a bounded part of a regular text file.
 
@@ -122,6 +144,8 @@ def read_file(
     one exists). Byte mode (``byte_offset`` given): bytes from ``byte_offset``, at most
     ``byte_limit`` and ``max_bytes``; partial UTF-8 sequences at both ends are trimmed.
     Likely-secret paths raise ``SecretPath`` unless ``allow_secret`` (after approval).
+    Setting ``abort`` (from another thread) stops a long scan with ``OperationAborted``;
+    holes of sparse files are skipped, not read.
     """
     _check_bound("max_bytes", max_bytes, MAX_READ_BYTES)
     byte_mode = byte_offset is not None or byte_limit is not None
@@ -142,7 +166,9 @@ def read_file(
     try:
         if byte_mode:
             return _read_bytes(fd, info, target.display, byte_offset or 0, byte_limit, max_bytes)
-        return _read_lines(fd, info, target.display, offset_line or 1, limit_lines, max_bytes)
+        return _read_lines(
+            fd, info, target.display, offset_line or 1, limit_lines, max_bytes, abort
+        )
     except OSError as error:
         raise map_os_error(error, target.display) from error
     finally:
@@ -190,6 +216,7 @@ def _read_lines(
     offset_line: int,
     limit_lines: int | None,
     max_bytes: int,
+    abort: threading.Event | None,
 ) -> FileContent:
     hasher = hashlib.sha256() if info.st_size <= HASH_LIMIT else None
     hashed = 0
@@ -200,7 +227,11 @@ def _read_lines(
     done = False
     more = False  # content remains after what was collected
     first = True
-    for chunk in _chunks(fd):
+
+    def skipping() -> bool:  # only lines before the offset are left, and no hash is due
+        return not collecting and hasher is None
+
+    for chunk in _chunks(fd, shown, abort, skipping):
         if first:
             first = False
             if b"\0" in chunk[:BINARY_PROBE_BYTES]:
@@ -303,13 +334,15 @@ class DirectoryListing:
     """The result of :func:`list_directory`: entries sorted by name, at most the bound.
 
     ``total_entries`` counts every entry seen; ``truncated`` is true when some were left
-    out because of ``max_entries``.
+    out because of ``max_entries``. Temporary and recovery siblings left by interrupted
+    writes are not listed: ``leftovers`` counts them (``list_leftovers`` names them).
     """
 
     path: str
     entries: tuple[DirEntry, ...]
     total_entries: int
     truncated: bool
+    leftovers: int = 0
 
 
 def list_directory(
@@ -319,10 +352,12 @@ def list_directory(
     max_entries: int = DEFAULT_LIST_ENTRIES,
     allow_outside: bool = False,
     allow_secret: bool = False,
+    abort: threading.Event | None = None,
 ) -> DirectoryListing:
     """List one directory, without following links, keeping the first entries by name.
 
-    Memory stays bounded by ``max_entries`` however large the directory is.
+    Memory stays bounded by ``max_entries`` however large the directory is; ``abort``
+    is checked every 4096 entries.
     """
     _check_bound("max_entries", max_entries, MAX_LIST_ENTRIES)
     target = ws.target(path, allow_outside=allow_outside)
@@ -330,11 +365,17 @@ def list_directory(
     fd = ws.open_dir(target)
     try:
         total = 0
+        leftovers = 0
 
         def names() -> Iterator[str]:
-            nonlocal total
+            nonlocal total, leftovers
             with os.scandir(fd) as scan:
                 for entry in scan:
+                    if not total & 0xFFF:
+                        check_abort(abort, target.display)
+                    if is_sibling(entry.name):
+                        leftovers += 1
+                        continue
                     total += 1
                     yield entry.name
 
@@ -343,6 +384,7 @@ def list_directory(
         except OSError as error:
             raise map_os_error(error, target.display) from error
         entries: list[DirEntry] = []
+        inside_secret = target.secret_reason() is not None  # e.g. a root inside ~/.ssh
         for name in kept:
             try:
                 info = os.stat(name, dir_fd=fd, follow_symlinks=False)
@@ -352,7 +394,8 @@ def list_directory(
                 raise map_os_error(error, target.child(name).display) from error
             kind = describe_mode(info.st_mode)
             size = None if stat.S_ISDIR(info.st_mode) else info.st_size
-            entries.append(DirEntry(name, kind, size, is_secret_child(target.parts, name)))
+            secret = inside_secret or is_secret_child(target.absolute_parts, name)
+            entries.append(DirEntry(name, kind, size, secret))
     finally:
         os.close(fd)
-    return DirectoryListing(target.display, tuple(entries), total, total > len(kept))
+    return DirectoryListing(target.display, tuple(entries), total, total > len(kept), leftovers)

@@ -12,6 +12,7 @@ import errno
 import os
 import stat
 import threading
+import time
 from types import TracebackType
 
 import attrs
@@ -30,12 +31,11 @@ from emelex.tools.workspace._errors import (
     map_os_error,
 )
 from emelex.tools.workspace._secrets import secret_reason
+from emelex.tools.workspace._sibling import MAX_NAME_BYTES
 
 MAX_PATH_BYTES = 4096
 """Longest accepted path text, in bytes once encoded (Linux ``PATH_MAX``)."""
 
-MAX_NAME_BYTES = 255
-"""Longest accepted single component, in bytes once encoded (Linux ``NAME_MAX``)."""
 
 _CLOEXEC = os.O_CLOEXEC
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
@@ -53,10 +53,14 @@ class Target:
     ``outside`` is true for an approved absolute path outside the root, walked from ``/``.
     ``parts`` never contains ``..``, ``.`` or empty names. ``display`` is the normalized
     path shown in results and errors: relative to the root, or absolute when outside.
+    ``root`` holds the workspace root's components for an inside target, so secrets are
+    judged on the absolute path (a workspace rooted in ``~/.ssh`` holds only secrets); it
+    takes no part in equality.
     """
 
     outside: bool
     parts: tuple[str, ...]
+    root: tuple[str, ...] = attrs.field(default=(), eq=False, repr=False)
 
     @property
     def display(self) -> str:
@@ -65,10 +69,16 @@ class Target:
         return "/".join(self.parts) if self.parts else "."
 
     def child(self, name: str) -> Target:
-        return Target(self.outside, (*self.parts, name))
+        return Target(self.outside, (*self.parts, name), self.root)
+
+    @property
+    def absolute_parts(self) -> tuple[str, ...]:
+        """Every component from ``/`` (the root's, then the target's)."""
+        return self.parts if self.outside else (*self.root, *self.parts)
 
     def secret_reason(self) -> str | None:
-        return secret_reason(self.parts)
+        """Why the path looks secret, judged on its absolute path, or ``None``."""
+        return secret_reason(self.absolute_parts)
 
 
 def _encoded_len(text: str) -> int:
@@ -114,10 +124,10 @@ def _target_below(root_parts: tuple[str, ...], path: str) -> Target:
     (a component-wise test: ``/ws_evil`` is not inside ``/ws``)."""
     absolute, parts = split_path(path)
     if not absolute:
-        return Target(False, parts)
+        return Target(False, parts, root_parts)
     width = len(root_parts)
     if parts[:width] == root_parts:
-        return Target(False, parts[width:])
+        return Target(False, parts[width:], root_parts)
     return Target(True, parts)
 
 
@@ -164,7 +174,11 @@ class Workspace:
         """Canonical absolute path of the root, taken from the descriptor at open time."""
         self.device = device
         self.inode = inode
+        self.opened_at = time.time()
+        """Wall-clock time of opening: temporary files of interrupted writes whose inode
+        last changed before it are stale (removed by the next write in their directory)."""
         self._root_parts = tuple(p for p in root.split("/") if p)
+        self._clean_dirs: dict[tuple[int, int], int] = {}  # (dev, ino) -> mtime_ns cleaned
 
     @classmethod
     def open(cls, root: str | os.PathLike[str]) -> Workspace:

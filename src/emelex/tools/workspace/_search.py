@@ -12,12 +12,13 @@ from __future__ import annotations
 import errno
 import functools
 import os
-import re
 import stat
+import threading
 from collections.abc import Callable, Collection, Iterator
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import attrs
+import re2
 
 from emelex._errors import LimitExceeded
 from emelex.tools.workspace._errors import (
@@ -25,11 +26,13 @@ from emelex.tools.workspace._errors import (
     NotRegularFile,
     PatternError,
     SymlinkRefused,
+    check_abort,
     map_os_error,
 )
 from emelex.tools.workspace._read import BINARY_PROBE_BYTES
 from emelex.tools.workspace._root import DIR_FLAGS, FILE_FLAGS, Target, Workspace, describe_mode
 from emelex.tools.workspace._secrets import is_secret_child
+from emelex.tools.workspace._sibling import is_sibling
 
 DEFAULT_SKIP_DIRS: frozenset[str] = frozenset({".git", ".hg", ".svn"})
 """Version-control directories that recursive operations do not enter by default."""
@@ -46,6 +49,15 @@ DEFAULT_GREP_FILE_BYTES = 32 * 1024 * 1024
 MAX_CONTEXT = 100
 
 # -- globs ----------------------------------------------------------------------------
+#
+# Globs and grep patterns come from the model, so both run on RE2 (linear time in the
+# text, whatever the pattern): Python's ``re`` backtracks, and ``(a+)+$`` over 27 ``a``s
+# or ``*a*a*a*a*b`` over a 200-character name held the whole process for seconds.
+
+
+def _literal(char: str) -> str:
+    """One character as an RE2 literal (hex escapes are valid for every character)."""
+    return char if char.isalnum() or ord(char) > 0x7F else f"\\x{{{ord(char):x}}}"
 
 
 def _translate_component(text: str, pattern: str) -> str:
@@ -60,20 +72,20 @@ def _translate_component(text: str, pattern: str) -> str:
         elif char == "[":
             end = text.find("]", i + 2 if text[i + 1 : i + 2] in ("!", "]") else i + 1)
             if end < 0:
-                out.append(re.escape(char))
+                out.append(_literal(char))
             else:
                 body = text[i + 1 : end]
                 negate = body.startswith("!")
                 if negate:
                     body = body[1:]
-                # keep "-" for ranges; escape everything a regex class treats specially
-                chars = "".join(c if c == "-" else re.escape(c) for c in body)
+                # keep "-" for ranges; escape everything a class treats specially
+                chars = "".join(c if c == "-" else _literal(c) for c in body)
                 out.append("[" + ("^" if negate else "") + chars + "]")
                 i = end
         elif char == "{":
             end = text.find("}", i)
             if end < 0:
-                out.append(re.escape(char))
+                out.append(_literal(char))
             else:
                 options = text[i + 1 : end].split(",")
                 out.append(
@@ -81,23 +93,91 @@ def _translate_component(text: str, pattern: str) -> str:
                 )
                 i = end
         else:
-            out.append(re.escape(char))
+            out.append(_literal(char))
         i += 1
     return "".join(out)
 
 
+class Program(Protocol):
+    """What a search needs of a compiled pattern (byte offsets in, byte offsets out)."""
+
+    def search(self, data: bytes, start: int, stop: int) -> int | None: ...
+
+
+class Re2Program:
+    """A compiled RE2 pattern, matched on bytes through the binding's program directly.
+
+    The ``re2`` module's Python-level match objects cost 7-30 us per call (offsets are
+    mapped back to characters for ``str``); a search here is one call into C (about
+    3 us) that returns byte offsets, which is what the walk and grep need.
+    """
+
+    __slots__ = ("_program",)
+
+    def __init__(self, pattern: str, options: re2.Options) -> None:
+        self._program = re2.compile(pattern, options)._regexp  # raises re2.error
+
+    def search(self, data: bytes, start: int, stop: int) -> int | None:
+        """Where the first match inside ``data[start:stop]`` starts (anchors see all of
+        ``data``), or ``None``."""
+        begin = self._program.Match(_UNANCHORED, data, start, stop)[0][0]
+        return None if begin < 0 else int(begin)
+
+    def fullmatch(self, data: bytes) -> bool:
+        return bool(self._program.Match(_ANCHOR_BOTH, data, 0, len(data))[0][0] >= 0)
+
+
+class LiteralProgram:
+    """A case-sensitive literal: ``bytes.find`` is linear and needs no regex engine."""
+
+    __slots__ = ("_needle",)
+
+    def __init__(self, text: str) -> None:
+        self._needle = text.encode("utf-8")
+
+    def search(self, data: bytes, start: int, stop: int) -> int | None:
+        found = data.find(self._needle, start, stop)
+        return None if found < 0 else found
+
+    def fullmatch(self, data: bytes) -> bool:
+        return data == self._needle
+
+
+_UNANCHORED = re2._re2.RE2.Anchor.UNANCHORED
+_ANCHOR_BOTH = re2._re2.RE2.Anchor.ANCHOR_BOTH
+
+
+def _re2_options(*, case_insensitive: bool = False) -> re2.Options:
+    options = re2.Options()
+    options.log_errors = False  # errors become PatternError; RE2 must not print them
+    options.max_mem = _RE2_MAX_MEM
+    options.case_sensitive = not case_insensitive
+    return options
+
+
 @attrs.frozen
 class Glob:
-    """A compiled glob: ``regex`` matches ``/``-joined paths relative to the search base.
+    """A compiled glob: ``regex`` (an RE2 pattern) fully matches ``/``-joined paths
+    relative to the search base; :meth:`matches` tests one.
 
     ``*``, ``?`` and ``[...]`` stay within one component, ``**`` spans any number of
     components (including none), ``{a,b}`` is an alternation. ``max_depth`` is the number
     of components a match can have (``None`` with ``**``), so a walk can stop early.
+    Matching takes time linear in the path, whatever the glob.
     """
 
     pattern: str
-    regex: re.Pattern[str]
+    regex: Re2Program
     max_depth: int | None
+
+    def matches(self, path: str) -> bool:
+        """Whether ``path`` (``/``-joined, relative) matches the whole glob."""
+        if path.isascii():
+            return self.regex.fullmatch(path.encode("ascii"))
+        # A byte that is not UTF-8 (surrogate-escaped by os) becomes U+FFFD, so wildcards
+        # match it as one character, as they match any other.
+        text = path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        return self.regex.fullmatch(text.encode("utf-8"))
 
 
 def compile_glob(pattern: str) -> Glob:
@@ -115,15 +195,17 @@ def compile_glob(pattern: str) -> Glob:
     for index, part in enumerate(parts):
         last = index == len(parts) - 1
         if part == "**":
-            pieces.append(".*" if last else "(?:[^/]+/)*")
+            pieces.append("(?s:.*)" if last else "(?:[^/]+/)*")
         elif part in ("", "."):
             continue
         else:
             pieces.append(_translate_component(part, pattern) + ("" if last else "/"))
     try:
-        regex = re.compile("".join(pieces) + r"\Z", re.DOTALL)
-    except re.error as error:
-        raise PatternError(pattern, f"invalid glob: {error}") from error
+        regex = Re2Program("".join(pieces), _re2_options())
+    except re2.error as error:
+        raise PatternError(pattern, "invalid glob: " + _describe_re2_error(error)) from error
+    except UnicodeEncodeError as error:  # a lone surrogate (JSON can carry one)
+        raise PatternError(pattern, "the glob is not valid Unicode text") from error
     depth = None if "**" in parts else len([p for p in parts if p not in ("", ".")])
     return Glob(pattern, regex, depth)
 
@@ -151,11 +233,15 @@ def _walk_files(
     max_visited: int,
     max_depth: int | None,
     stats: _WalkStats,
+    leftovers: bool = False,
+    abort: threading.Event | None = None,
 ) -> Iterator[tuple[int, str, tuple[str, ...]]]:
     """Yield ``(dir_fd, name, rel_parts)`` for every regular file below ``base_fd``.
 
     ``dir_fd`` stays open only until the next item is requested. ``rel_parts`` is relative
-    to the base. Entries are visited in name order, depth first.
+    to the base. Entries are visited in name order, depth first. Temporary and recovery
+    siblings of interrupted writes are skipped, or (``leftovers``) the only files
+    yielded. ``abort`` is checked every 32 entries.
     """
     limit = MAX_DEPTH if max_depth is None else min(max_depth, MAX_DEPTH)
     # (descriptor, path relative to the base, full parent components, entries left)
@@ -169,7 +255,7 @@ def _walk_files(
             os.close(fd)
             stats.errors += 1
             return
-        stack.append((fd, rel, (*base.parts, *rel), iter(entries)))
+        stack.append((fd, rel, (*base.absolute_parts, *rel), iter(entries)))
 
     push(os.dup(base_fd), ())
     try:
@@ -183,6 +269,8 @@ def _walk_files(
             if stats.visited >= max_visited:
                 stats.exhausted = True
                 return
+            if not stats.visited & 0x1F:
+                check_abort(abort, base.display)
             stats.visited += 1
             name = entry.name
             if not include_secrets and is_secret_child(parents, name):
@@ -209,7 +297,8 @@ def _walk_files(
                         continue
                     push(child, (*rel, name))
                 elif entry.is_file(follow_symlinks=False):
-                    yield fd, name, (*rel, name)
+                    if is_sibling(name) == leftovers:
+                        yield fd, name, (*rel, name)
                 else:
                     stats.skipped_special += 1
             except OSError:
@@ -284,6 +373,7 @@ def find_files(
     include_secrets: bool = False,
     skip_dirs: Collection[str] = DEFAULT_SKIP_DIRS,
     allow_outside: bool = False,
+    abort: threading.Event | None = None,
 ) -> FindResult:
     """Regular files below ``path`` whose path relative to ``path`` matches ``pattern``.
 
@@ -299,7 +389,7 @@ def find_files(
     opened = _open_base(ws, target)
     if isinstance(opened, tuple):
         os.close(opened[0])
-        hit = glob.regex.match(opened[1]) is not None
+        hit = glob.matches(opened[1])
         return FindResult((target.display,) if hit else (), False, None, 1, 0, 0)
     stats = _WalkStats()
     matches: list[str] = []
@@ -313,8 +403,9 @@ def find_files(
             max_visited=max_visited,
             max_depth=glob.max_depth,
             stats=stats,
+            abort=abort,
         ):
-            if glob.regex.match("/".join(rel)):
+            if glob.matches("/".join(rel)):
                 if len(matches) >= max_results:
                     truncation = "max_results"
                     break
@@ -376,14 +467,28 @@ class GrepResult:
     skipped_links: int = 0
 
 
+_WINDOW = 16 * 1024
+"""Bytes RE2 scans between two checks of the abort flag. Small on purpose: RE2 builds its
+DFA lazily, and a hostile pattern (``a[ab]{20}c``) spent 175 ms building states for its
+first 64 KiB; 16 KiB bounds one call to tens of ms whatever the pattern."""
+_RE2_MAX_MEM = 32 * 1024 * 1024
+"""Memory RE2 may use for one compiled pattern; larger patterns are refused."""
+_UNSUPPORTED_HINT = (
+    "grep uses RE2 syntax: like Python's re, but without backreferences such as \\1 or "
+    "lookaround such as (?=...), (?!...), (?<=...), (?<!...), and with repetition counts "
+    "up to 1000"
+)
+
+
 @attrs.define
 class _GrepState:
-    regex: re.Pattern[str]
+    regex: Program
     context: int
     max_matches: int
     max_bytes: int
     max_line_chars: int
     max_file_bytes: int
+    abort: threading.Event | None = None
     lines: list[GrepLine] = attrs.Factory(list)
     matches: int = 0
     files_with_matches: int = 0
@@ -412,43 +517,74 @@ class _GrepState:
         if data.find(b"\0", 0, BINARY_PROBE_BYTES) >= 0:
             self.skipped_binary += 1
             return
-        text = data.decode("utf-8", "replace")
-        self.search_text(text, shown)
+        self.search_data(data, shown)
 
-    def _emit(self, shown: str, number: int, line: str, is_match: bool) -> bool:
-        cut = len(line) > self.max_line_chars
-        if cut:
-            line = line[: self.max_line_chars]
+    def _find(self, data: bytes, position: int) -> int | None:
+        """Where the first match at or after ``position`` starts, or ``None``.
+
+        RE2 scans one window of at most about ``2 * _WINDOW`` bytes per call, ending at a
+        line end when there is one, and ``abort`` is checked between windows: a search
+        over a large file stops within milliseconds of being cancelled. (A match cannot
+        span two windows; windows end at line ends whenever a line is shorter than
+        ``_WINDOW``.) Anchors see the whole text, so ``^``/``$`` are exact at the edges.
+        """
+        length = len(data)
+        search = self.regex.search
+        abort = self.abort
+        while True:
+            if abort is not None and abort.is_set():
+                check_abort(abort, "grep")
+            stop = position + _WINDOW
+            if stop >= length:
+                return search(data, position, length)  # the common case: a small file
+            newline = data.find(b"\n", stop, stop + _WINDOW)
+            stop = newline + 1 if newline >= 0 else stop
+            found = search(data, position, stop)
+            if found is not None:
+                return found
+            position = stop
+
+    def _text(self, data: bytes, start: int, end: int) -> tuple[str, bool]:
+        """The line ``data[start:end]`` decoded, cut to ``max_line_chars`` characters."""
+        limit = self.max_line_chars
+        stop = min(end, start + 4 * limit + 4)  # a character takes at most 4 bytes
+        line = data[start:stop].decode("utf-8", "replace")
+        cut = len(line) > limit or stop < end
+        return (line[:limit] if cut else line), cut
+
+    def _emit(
+        self, shown: str, number: int, data: bytes, start: int, end: int, match: bool
+    ) -> bool:
+        line, cut = self._text(data, start, end)
         size = (len(line) if line.isascii() else len(line.encode("utf-8", "replace"))) + 1
         if self.out_bytes + size > self.max_bytes:
             self.truncation = "max_bytes"
             return False
         self.out_bytes += size
-        self.lines.append(GrepLine(shown, number, line, is_match, cut))
+        self.lines.append(GrepLine(shown, number, line, match, cut))
         return True
 
-    def _matches_only(self, text: str, shown: str, found: re.Match[str] | None) -> None:
-        """The ``context == 0`` path of :meth:`search_text`, kept tight: it dominates
+    def _matches_only(self, data: bytes, shown: str, position: int | None) -> None:
+        """The ``context == 0`` path of :meth:`search_data`, kept tight: it dominates
         searches with many hits."""
-        regex = self.regex
         lines = self.lines
         limit = self.max_line_chars
-        length = len(text)
+        length = len(data)
         line_number = 1
         counted_to = 0
-        while found is not None:
+        while position is not None:
             if self.matches >= self.max_matches:
                 self.truncation = "max_matches"
                 return
-            position = found.start()
-            start = text.rfind("\n", 0, position) + 1
-            end = text.find("\n", position)
+            start = data.rfind(b"\n", 0, position) + 1
+            end = data.find(b"\n", position)
             if end < 0:
                 end = length
-            line_number += text.count("\n", counted_to, start)
+            line_number += data.count(b"\n", counted_to, start)
             counted_to = start
-            line = text[start:end]
-            cut = len(line) > limit
+            stop = min(end, start + 4 * limit + 4)  # a character takes at most 4 bytes
+            line = data[start:stop].decode("utf-8", "replace")
+            cut = len(line) > limit or stop < end
             if cut:
                 line = line[:limit]
             size = (len(line) if line.isascii() else len(line.encode("utf-8", "replace"))) + 1
@@ -460,23 +596,22 @@ class _GrepState:
             self.matches += 1
             if end >= length:
                 return
-            found = regex.search(text, end + 1)
+            position = self._find(data, end + 1)
 
-    def search_text(self, text: str, shown: str | Callable[[], str]) -> None:
-        """Report matching lines of ``text`` (one per line) with merged context."""
-        regex = self.regex
-        found = regex.search(text)
-        if found is None:
+    def search_data(self, data: bytes, shown: str | Callable[[], str]) -> None:
+        """Report matching lines of ``data`` (one per line) with merged context."""
+        position = self._find(data, 0)
+        if position is None:
             return
         if not isinstance(shown, str):
             shown = shown()
         self.files_with_matches += 1
         if not self.context:
-            self._matches_only(text, shown, found)
+            self._matches_only(data, shown, position)
             return
         emit = self._emit
         context = self.context
-        length = len(text)
+        length = len(data)
         line_number = 1  # number of the line starting at counted_to
         counted_to = 0
         last_emitted = 0  # highest line number emitted for this file
@@ -487,41 +622,40 @@ class _GrepState:
             nonlocal last_emitted, last_end, owed
             while owed > 0 and last_emitted + 1 < before_line and last_end < length - 1:
                 begin = last_end + 1
-                stop = text.find("\n", begin)
+                stop = data.find(b"\n", begin)
                 if stop < 0:
                     stop = length
-                if not emit(shown, last_emitted + 1, text[begin:stop], False):
+                if not emit(shown, last_emitted + 1, data, begin, stop, False):
                     return False
                 last_emitted += 1
                 last_end = stop
                 owed -= 1
             return True
 
-        while found is not None:
+        while position is not None:
             if self.matches >= self.max_matches:
                 self.truncation = "max_matches"
                 return
-            position = found.start()
-            start = text.rfind("\n", 0, position) + 1
-            end = text.find("\n", position)
+            start = data.rfind(b"\n", 0, position) + 1
+            end = data.find(b"\n", position)
             if end < 0:
                 end = length
-            line_number += text.count("\n", counted_to, start)
+            line_number += data.count(b"\n", counted_to, start)
             counted_to = start
             if context:
                 if not flush_after(line_number):
                     return
                 first = max(last_emitted + 1, line_number - context)
-                before: list[str] = []
+                before: list[tuple[int, int]] = []
                 cursor = start
                 for _ in range(line_number - first):
-                    previous = text.rfind("\n", 0, cursor - 1) + 1
-                    before.append(text[previous : cursor - 1])
+                    previous = data.rfind(b"\n", 0, cursor - 1) + 1
+                    before.append((previous, cursor - 1))
                     cursor = previous
-                for offset, line in enumerate(reversed(before)):
-                    if not emit(shown, first + offset, line, False):
+                for offset, (begin, stop) in enumerate(reversed(before)):
+                    if not emit(shown, first + offset, data, begin, stop, False):
                         return
-            if not emit(shown, line_number, text[start:end], True):
+            if not emit(shown, line_number, data, start, end, True):
                 return
             self.matches += 1
             last_emitted = line_number
@@ -529,22 +663,44 @@ class _GrepState:
             owed = context
             if end >= length:
                 break
-            found = regex.search(text, end + 1)
+            position = self._find(data, end + 1)
         if context:
             flush_after(1 << 62)
 
 
-def compile_search(pattern: str, *, literal: bool, case_insensitive: bool) -> re.Pattern[str]:
-    """Compile a grep pattern (``MULTILINE``: ``^``/``$`` match at line boundaries)."""
+def _describe_re2_error(error: Exception) -> str:
+    detail = error.args[0] if error.args else ""
+    if isinstance(detail, bytes):
+        detail = detail.decode("utf-8", "replace")
+    detail = str(detail).replace("(?m)", "", 1)
+    text = f"invalid regular expression: {detail}"
+    if any(word in detail for word in ("perl operator", "escape sequence", "repetition")):
+        text += f"; {_UNSUPPORTED_HINT}"
+    return text
+
+
+def compile_search(pattern: str, *, literal: bool, case_insensitive: bool) -> Program:
+    """Compile a grep pattern for RE2 (``^``/``$`` match at line boundaries).
+
+    Raises ``PatternError`` for invalid patterns, naming what RE2 does not support.
+    """
     if not pattern:
         raise PatternError(pattern, "empty search pattern")
     if len(pattern) > MAX_PATTERN_CHARS:
         raise LimitExceeded("pattern_chars", MAX_PATTERN_CHARS, len(pattern))
-    flags = re.MULTILINE | (re.IGNORECASE if case_insensitive else 0)
+    if literal and not case_insensitive:
+        try:
+            return LiteralProgram(pattern)
+        except UnicodeEncodeError as error:
+            raise PatternError(pattern, "the pattern is not valid Unicode text") from error
+    options = _re2_options(case_insensitive=case_insensitive)
+    options.literal = literal
     try:
-        return re.compile(re.escape(pattern) if literal else pattern, flags)
-    except re.error as error:
-        raise PatternError(pattern, f"invalid regular expression: {error}") from error
+        return Re2Program(pattern if literal else "(?m)" + pattern, options)
+    except re2.error as error:
+        raise PatternError(pattern, _describe_re2_error(error)) from error
+    except UnicodeEncodeError as error:
+        raise PatternError(pattern, "the pattern is not valid Unicode text") from error
 
 
 def grep(
@@ -564,6 +720,7 @@ def grep(
     include_secrets: bool = False,
     skip_dirs: Collection[str] = DEFAULT_SKIP_DIRS,
     allow_outside: bool = False,
+    abort: threading.Event | None = None,
 ) -> GrepResult:
     """Search files below ``path`` (or the one file ``path``) for a regex or literal.
 
@@ -582,7 +739,9 @@ def grep(
     file_glob = compile_glob(glob) if glob is not None else None
     target = ws.target(path, allow_outside=allow_outside)
     ws.check_secret(target, include_secrets)
-    state = _GrepState(regex, context, max_matches, max_bytes, max_line_chars, max_file_bytes)
+    state = _GrepState(
+        regex, context, max_matches, max_bytes, max_line_chars, max_file_bytes, abort
+    )
     stats = _WalkStats()
     opened = _open_base(ws, target)
     if isinstance(opened, tuple):
@@ -606,8 +765,9 @@ def grep(
                 max_visited=max_visited,
                 max_depth=file_glob.max_depth if file_glob is not None else None,
                 stats=stats,
+                abort=abort,
             ):
-                if file_glob is not None and not file_glob.regex.match("/".join(rel)):
+                if file_glob is not None and not file_glob.matches("/".join(rel)):
                     continue
                 try:
                     fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)

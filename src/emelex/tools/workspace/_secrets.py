@@ -20,6 +20,8 @@ from functools import lru_cache
 
 import attrs
 
+from emelex.tools.workspace._sibling import parse_sibling
+
 
 @attrs.frozen
 class SecretRule:
@@ -32,8 +34,7 @@ class SecretRule:
 SECRET_RULES: tuple[SecretRule, ...] = (
     # dotenv files and their variants (.env.local, .env.production, .env.example too:
     # templates are cheap to approve, a real file named like one is not cheap to leak)
-    SecretRule((".env",), "dotenv file"),
-    SecretRule((".env.*",), "dotenv file"),
+    SecretRule((".env*",), "dotenv file"),  # .env, .env.local, .envrc (direnv)
     SecretRule(("*.env",), "dotenv file"),
     # private keys and certificates bundles
     SecretRule(("*.pem",), "PEM key or certificate"),
@@ -61,6 +62,12 @@ SECRET_RULES: tuple[SecretRule, ...] = (
     SecretRule((".config", "gh", "hosts.yml"), "GitHub CLI token"),
     SecretRule((".npmrc",), "npm token"),
     SecretRule((".pypirc",), "PyPI token"),
+    SecretRule((".cargo", "credentials"), "Cargo registry token"),
+    SecretRule((".cargo", "credentials.toml"), "Cargo registry token"),
+    SecretRule((".gem", "credentials"), "RubyGems API key"),
+    SecretRule((".s3cfg",), "s3cmd credentials"),
+    SecretRule((".boto",), "boto credentials"),
+    SecretRule((".config", "rclone", "rclone.conf"), "rclone remotes (hold credentials)"),
     SecretRule((".netrc",), "netrc credentials"),
     SecretRule(("_netrc",), "netrc credentials"),
     SecretRule((".git-credentials",), "git credentials"),
@@ -78,6 +85,7 @@ SECRET_RULES: tuple[SecretRule, ...] = (
     SecretRule(("*.tfvars",), "Terraform variables"),
     # process environments: reachable only as outside paths, but never harmless
     SecretRule(("proc", "*", "environ"), "process environment"),
+    SecretRule(("proc", "*", "task", "*", "environ"), "process environment"),
 )
 
 
@@ -97,9 +105,41 @@ def _compiled() -> tuple[re.Pattern[str], re.Pattern[str], tuple[tuple[re.Patter
     return single, last, longer
 
 
-def _components(path: str | Sequence[str]) -> list[str]:
+_SHORTENED = "leftover of an interrupted write whose name was shortened (treated as secret)"
+
+
+def _stand_in(name: str) -> str | None:
+    """The name a temporary or recovery sibling stands for (lower-cased input), the name
+    itself for ordinary names, or ``None`` when it cannot be known (a shortened name)."""
+    sibling = parse_sibling(name)
+    if sibling is None:
+        return name
+    if sibling.shortened:
+        return None
+    return sibling.stands_for
+
+
+@lru_cache(maxsize=1)
+def _rule_matchers() -> tuple[tuple[SecretRule, tuple[re.Pattern[str], ...]], ...]:
+    """Every rule with one compiled matcher per component, in list order."""
+    return tuple(
+        (rule, tuple(_alternation([glob]) for glob in rule.components)) for rule in SECRET_RULES
+    )
+
+
+def _components(path: str | Sequence[str]) -> list[str] | None:
+    """Lower-cased components with siblings replaced by what they stand for; ``None``
+    when a component is a shortened sibling (secret whatever it stood for)."""
     parts = path.split("/") if isinstance(path, str) else list(path)
-    return [part.lower() for part in parts if part not in ("", ".")]
+    out: list[str] = []
+    for part in parts:
+        if part in ("", "."):
+            continue
+        name = _stand_in(part.lower())
+        if name is None:
+            return None
+        out.append(name)
+    return out
 
 
 def _match_ending_at(parts: Sequence[str], end: int) -> bool:
@@ -121,10 +161,13 @@ def secret_reason(path: str | Sequence[str]) -> str | None:
     """Return why ``path`` looks secret, or ``None`` when no rule matches.
 
     ``path`` is a ``/``-separated string (relative or absolute) or a list of components.
+    A temporary or recovery sibling left by an interrupted write is as secret as the name
+    it stands for.
     """
     parts = _components(path)
-    for rule in SECRET_RULES:
-        matchers = [_alternation([glob]) for glob in rule.components]
+    if parts is None:
+        return _SHORTENED
+    for rule, matchers in _rule_matchers():
         width = len(matchers)
         for start in range(len(parts) - width + 1):
             window = parts[start : start + width]
@@ -136,6 +179,8 @@ def secret_reason(path: str | Sequence[str]) -> str | None:
 def is_secret_path(path: str | Sequence[str]) -> bool:
     """Whether any rule of :data:`SECRET_RULES` matches ``path`` (case-insensitively)."""
     parts = _components(path)
+    if parts is None:
+        return True
     return any(_match_ending_at(parts, end) for end in range(len(parts)))
 
 
@@ -146,10 +191,15 @@ def is_secret_child(parents: Sequence[str], name: str) -> bool:
     windows that end at the new component can add a match.
     """
     single, last, _longer = _compiled()
-    low = name.lower()
+    low = _stand_in(name.lower())
+    if low is None:
+        return True
     if single.fullmatch(low):
         return True
     if not last.fullmatch(low):
         return False
-    parts = [*(p.lower() for p in parents), low]
+    parents_low = _components(parents)
+    if parents_low is None:
+        return True
+    parts = [*parents_low, low]
     return _match_ending_at(parts, len(parts) - 1)

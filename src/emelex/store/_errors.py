@@ -1,0 +1,44 @@
+"""Errors of the session store (all :class:`StoreError`, under ``EmelexError``)."""
+
+from __future__ import annotations
+
+from emelex._errors import EmelexError
+
+
+class StoreError(EmelexError):
+    """The store failed or was asked for something it does not hold."""
+
+
+class SessionNotFound(StoreError):
+    """No stored session has that id."""
+
+
+class SessionExists(StoreError):
+    """A session with that id is already stored."""
+
+
+class StoreCorrupt(StoreError):
+    """What the store holds cannot be decoded: the file is not a (sound) SQLite database,
+    or a row holds a value of the wrong type or malformed JSON (a damaged or hand-edited
+    store). ``path`` is the store file, ``session_id`` the session the bad value belongs
+    to and ``field`` the column or message it came from (each ``None`` when the damage is
+    not tied to one)."""
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        path: str,
+        session_id: str | None = None,
+        field: str | None = None,
+    ) -> None:
+        where = "".join(
+            [
+                f", session {session_id}" if session_id is not None else "",
+                f", field {field}" if field is not None else "",
+            ]
+        )
+        super().__init__(f"store {path} is corrupt{where}: {detail}")
+        self.path = path
+        self.session_id = session_id
+        self.field = field
