@@ -7,62 +7,138 @@ turns, approvals), :mod:`emelex.tools` (the tool protocol and built-in tools),
 the engine and harness presets) and :mod:`emelex.testing`.
 """
 
+import importlib as _importlib
 import logging as _logging
+from typing import TYPE_CHECKING
 
 from emelex._errors import EmelexError, LimitExceeded, SerializationError
 from emelex._version import __version__
-from emelex.agent import (
-    AgentCancellation,
-    AgentError,
-    AgentEvent,
-    AgentSession,
-    AgentSessionBuilder,
-    AgentTool,
-    AgentTurn,
-    ApprovalContext,
-    ApprovalDecision,
-    ApprovalPolicy,
-    Approve,
-    Deny,
-    DenyAll,
-    RoundLimitExceeded,
-    ToolCancellationPolicy,
-    ToolInvocation,
-    ToolOutput,
+
+if TYPE_CHECKING:
+    from emelex.agent import (
+        AgentCancellation,
+        AgentError,
+        AgentEvent,
+        AgentSession,
+        AgentSessionBuilder,
+        AgentTool,
+        AgentTurn,
+        ApprovalContext,
+        ApprovalDecision,
+        ApprovalPolicy,
+        Approve,
+        Deny,
+        DenyAll,
+        RoundLimitExceeded,
+        ToolCancellationPolicy,
+        ToolInvocation,
+        ToolOutput,
+    )
+    from emelex.app import (
+        Agent,
+        AppError,
+        Engine,
+        FunctionTool,
+        Harness,
+        Session,
+        SessionContext,
+        ToolCallContext,
+        ToolError,
+        WorkspacePolicy,
+        tool,
+    )
+    from emelex.model import (
+        AgentModel,
+        AudioPart,
+        Capabilities,
+        Client,
+        GenerationOptions,
+        GenerationRequest,
+        ImagePart,
+        Message,
+        ModelError,
+        Reasoning,
+        Response,
+        TextPart,
+        ToolCall,
+        ToolChoice,
+        ToolDefinition,
+        Usage,
+        VideoPart,
+    )
+    from emelex.runtime import DetachedWorkError, Supervisor, open_supervisor
+
+# The facade is lazy (PEP 562): `import emelex.contracts` must not load the engine or Trio,
+# and importing any subpackage runs this module first. Each name is imported on first use.
+_LAZY: dict[str, str] = {
+    "AgentCancellation": "emelex.agent",
+    "AgentError": "emelex.agent",
+    "AgentEvent": "emelex.agent",
+    "AgentSession": "emelex.agent",
+    "AgentSessionBuilder": "emelex.agent",
+    "AgentTool": "emelex.agent",
+    "AgentTurn": "emelex.agent",
+    "ApprovalContext": "emelex.agent",
+    "ApprovalDecision": "emelex.agent",
+    "ApprovalPolicy": "emelex.agent",
+    "Approve": "emelex.agent",
+    "Deny": "emelex.agent",
+    "DenyAll": "emelex.agent",
+    "RoundLimitExceeded": "emelex.agent",
+    "ToolCancellationPolicy": "emelex.agent",
+    "ToolInvocation": "emelex.agent",
+    "ToolOutput": "emelex.agent",
+    "Agent": "emelex.app",
+    "AppError": "emelex.app",
+    "Engine": "emelex.app",
+    "FunctionTool": "emelex.app",
+    "Harness": "emelex.app",
+    "Session": "emelex.app",
+    "SessionContext": "emelex.app",
+    "ToolCallContext": "emelex.app",
+    "ToolError": "emelex.app",
+    "WorkspacePolicy": "emelex.app",
+    "tool": "emelex.app",
+    "AgentModel": "emelex.model",
+    "AudioPart": "emelex.model",
+    "Capabilities": "emelex.model",
+    "Client": "emelex.model",
+    "GenerationOptions": "emelex.model",
+    "GenerationRequest": "emelex.model",
+    "ImagePart": "emelex.model",
+    "Message": "emelex.model",
+    "ModelError": "emelex.model",
+    "Reasoning": "emelex.model",
+    "Response": "emelex.model",
+    "TextPart": "emelex.model",
+    "ToolCall": "emelex.model",
+    "ToolChoice": "emelex.model",
+    "ToolDefinition": "emelex.model",
+    "Usage": "emelex.model",
+    "VideoPart": "emelex.model",
+    "DetachedWorkError": "emelex.runtime",
+    "Supervisor": "emelex.runtime",
+    "open_supervisor": "emelex.runtime",
+}
+_SUBPACKAGES = frozenset(
+    {"agent", "app", "cli", "contracts", "model", "runtime", "service", "store", "testing", "tools"}
 )
-from emelex.app import (
-    Agent,
-    AppError,
-    Engine,
-    FunctionTool,
-    Harness,
-    Session,
-    SessionContext,
-    ToolCallContext,
-    ToolError,
-    WorkspacePolicy,
-    tool,
-)
-from emelex.model import (
-    AgentModel,
-    AudioPart,
-    Capabilities,
-    Client,
-    GenerationOptions,
-    GenerationRequest,
-    ImagePart,
-    Message,
-    ModelError,
-    Reasoning,
-    Response,
-    TextPart,
-    ToolCall,
-    ToolChoice,
-    ToolDefinition,
-    Usage,
-    VideoPart,
-)
-from emelex.runtime import DetachedWorkError, Supervisor, open_supervisor
+
+
+def __getattr__(name: str) -> object:
+    if name in _SUBPACKAGES:
+        return _importlib.import_module(f"emelex.{name}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'emelex' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "Agent",

@@ -1,0 +1,56 @@
+"""Search requests, hits and pages (the matcher itself lives in ``emelex.service``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from emelex.contracts._errors import ContractError
+from emelex.contracts._history import Position
+from emelex.contracts._ids import SessionId
+from emelex.contracts._limits import (
+    MAX_PAGE_SIZE,
+    MAX_QUERY_CHARS,
+    MAX_SAFE_INTEGER,
+    MAX_SEARCH_HITS,
+)
+from emelex.contracts._wire import count, items, text, wire
+
+#: The original field a hit lies in; open ``thinking`` as thinking and every other field
+#: as ``body`` (a tool call's arguments are shown in its row's body).
+SearchField = Literal["body", "thinking", "toolArguments"]
+
+
+@wire
+class SearchRequest:
+    """A literal query; keep it, its options and ``through`` fixed while paging."""
+
+    session_id: SessionId
+    query: str = text(min_len=1, max_len=MAX_QUERY_CHARS, limit="search query")
+    case_sensitive: bool
+    whole_word: bool
+    through: int | None = count(maximum=MAX_SAFE_INTEGER)
+    after: Position | None
+    limit: int = count(minimum=1, maximum=MAX_PAGE_SIZE)
+
+
+@wire
+class SearchHit:
+    """One match: the exact row field and code-point offsets ``[start, end)`` in it."""
+
+    position: Position
+    field: SearchField
+    start: int = count(maximum=MAX_SAFE_INTEGER)
+    end: int = count(maximum=MAX_SAFE_INTEGER)
+
+    def __attrs_post_init__(self) -> None:
+        if self.end < self.start:
+            raise ContractError(f"SearchHit: end {self.end} precedes start {self.start}")
+
+
+@wire
+class SearchPage:
+    """Hits of the rows scanned; may be empty while ``nextAfter`` is not null."""
+
+    through: int = count(maximum=MAX_SAFE_INTEGER)
+    hits: tuple[SearchHit, ...] = items(max_items=MAX_SEARCH_HITS, limit="search hits")
+    next_after: Position | None
