@@ -6,14 +6,14 @@ import os
 import pathlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import attrs
 import jsonschema
 import jsonschema.exceptions
 import jsonschema.validators
 
-from emelex.agent import ApprovalPolicy
+from emelex.agent import AgentTurn, ApprovalPolicy
 from emelex.app._capabilities import (
     BUILTIN_TOOLS,
     BuiltinCapability,
@@ -43,10 +43,15 @@ from emelex.app._errors import (
     ShellNotAllowed,
     WorkspaceConflict,
 )
-from emelex.app._output import DEFAULT_OUTPUT_RETRIES, OutputSpec, check_retries
+from emelex.app._output import DEFAULT_OUTPUT_RETRIES, OutputSpec, TypedTurn, check_retries
 from emelex.app._policy import WorkspacePolicy
 from emelex.model import AgentModel, Client, GenerationOptions
 from emelex.tools import AgentTool
+
+if TYPE_CHECKING:
+    from emelex.app._harness import Harness
+
+T = TypeVar("T")
 
 AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 TOOL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
@@ -195,22 +200,46 @@ class Agent:
             self, path, description=description, version=version, binding=binding, preset=preset
         )
 
+    @overload
+    def run_sync(
+        self,
+        text: str,
+        *,
+        output_type: type[T],
+        options: GenerationOptions | None = None,
+        harness: Harness | None = None,
+    ) -> TypedTurn[T]: ...
+
+    @overload
     def run_sync(
         self,
         text: str,
         *,
         output_type: Any = None,
         options: GenerationOptions | None = None,
-        harness: Any = None,
-    ) -> Any:
+        harness: Harness | None = None,
+    ) -> AgentTurn: ...
+
+    def run_sync(
+        self,
+        text: str,
+        *,
+        output_type: Any = None,
+        options: GenerationOptions | None = None,
+        harness: Harness | None = None,
+    ) -> AgentTurn:
         """Run one turn from synchronous code (a script, a notebook without a running
-        loop): starts Trio, an engine and a session, runs the turn, closes them and
-        returns the turn (a :class:`~emelex.app.TypedTurn` when an output type
-        applies). Raises :class:`~emelex.app.LoopAlreadyRunning` inside a running Trio
-        or asyncio loop, and whatever the turn raises."""
+        loop): starts Trio, an engine and a session (``harness``, default
+        ``Harness.base()``), runs the turn, closes them and returns the turn (a
+        :class:`~emelex.app.TypedTurn` when an output type applies). Raises
+        :class:`~emelex.app.LoopAlreadyRunning` inside a running Trio or asyncio loop,
+        and whatever the turn raises."""
         from emelex.app._sync import run_agent_sync
 
-        return run_agent_sync(self, text, output_type=output_type, options=options, harness=harness)
+        turn: AgentTurn = run_agent_sync(
+            self, text, output_type=output_type, options=options, harness=harness
+        )
+        return turn
 
     def capability(self, capability_id: str) -> Capability | None:
         return next((c for c in self.capabilities if c.id == capability_id), None)
