@@ -16,7 +16,7 @@ from emelex import OutputValidationError, ToolChoice, TypedTurn
 from emelex.app import Engine, InvalidOutputType, tool
 from emelex.app._output import OutputSpec
 from emelex.model import UNSET, GenerationOptions, Message
-from emelex.testing import Call, Say, ScriptedModel
+from emelex.testing import Call, Finish, Say, ScriptedModel
 from emelex.tools._schema import schema_for
 
 from .helpers import builder, scripted, text_of
@@ -148,6 +148,18 @@ async def test_invalid_twice_is_a_typed_error_and_the_turns_stay_committed() -> 
         # The session goes on with a plain turn.
         after = await session.send_and_wait("Thanks.")
     assert after.response.text == "fine"
+
+
+async def test_a_cut_off_answer_is_told_apart() -> None:
+    model = scripted(
+        [Say('{"x": 1, "y'), Finish(finish_reason="length")], [Say('{"x": 1, "y": 2}')]
+    )
+    async with Engine() as engine:
+        session = await start(model, engine)
+        turn = await session.send_and_wait("Where?", output_type=Point)
+        retry = text_of(session.history[3])
+    assert turn.output == Point(1, 2)
+    assert retry.startswith("Your answer is not valid: the answer was cut off by the token limit")
 
 
 async def test_retries_zero_fails_on_the_first_invalid_answer() -> None:

@@ -179,7 +179,7 @@ async def run_typed_turn(
     if tools_enabled:
         turn = await run(text, base)
         turns.append(turn)
-        value, problem = spec.parse(turn.response.text)
+        value, problem = _check(spec, turn)
         if problem is None:
             return _combined(turns, value)
         request = spec.answer_request()
@@ -189,7 +189,7 @@ async def run_typed_turn(
         attempts += 1
         turn = await run(request, structured)
         turns.append(turn)
-        value, problem = spec.parse(turn.response.text)
+        value, problem = _check(spec, turn)
         if problem is None:
             return _combined(turns, value)
         if attempts > retries:
@@ -204,6 +204,14 @@ async def run_typed_turn(
             error.checkpoint = _messages(turns)
             raise error
         request = spec.retry_request(problem)
+
+
+def _check(spec: OutputSpec, turn: AgentTurn) -> tuple[Any, str | None]:
+    value, problem = spec.parse(turn.response.text)
+    if problem is not None and turn.response.finish_reason == "length":
+        # A grammar keeps the answer valid only until the token limit cuts it off.
+        problem = f"the answer was cut off by the token limit (max_tokens); {problem}"
+    return value, problem
 
 
 def _messages(turns: list[AgentTurn]) -> tuple[Message, ...]:
