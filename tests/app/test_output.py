@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+from pathlib import Path
 from typing import Any, Literal, TypedDict
 
 import attrs
@@ -13,7 +14,7 @@ import pytest
 import trio
 
 from emelex import OutputValidationError, ToolChoice, TypedTurn
-from emelex.app import Engine, InvalidOutputType, tool
+from emelex.app import Engine, InvalidOutputType, PackageError, tool
 from emelex.app._output import OutputSpec
 from emelex.model import UNSET, GenerationOptions, Message
 from emelex.testing import Call, Finish, Say, ScriptedModel
@@ -240,3 +241,11 @@ def test_the_schema_is_the_tool_schema_builders() -> None:
     spec = OutputSpec.of(list[Point])
     assert spec.schema == schema_for(list[Point])
     assert json.loads(json.dumps(spec.schema)) == spec.schema
+
+
+def test_an_agent_with_an_output_type_is_not_exported(tmp_path: Path) -> None:
+    agent = builder(scripted([Say("x")])).output_type(Point).build()
+    assert agent.output_type is Point and agent.output_retries == 1
+    with pytest.raises(PackageError, match="output_type"):
+        agent.export(tmp_path / "pkg")
+    assert not (tmp_path / "pkg").exists()
