@@ -12,6 +12,8 @@ from typing import Any, Literal, TypedDict
 import attrs
 import pytest
 import trio
+from hypothesis import given
+from hypothesis import strategies as st
 
 from emelex import OutputValidationError, ToolChoice, TypedTurn
 from emelex.app import Engine, InvalidOutputType, PackageError, tool
@@ -249,3 +251,16 @@ def test_an_agent_with_an_output_type_is_not_exported(tmp_path: Path) -> None:
     with pytest.raises(PackageError, match="output_type"):
         agent.export(tmp_path / "pkg")
     assert not (tmp_path / "pkg").exists()
+
+
+@given(
+    st.lists(st.builds(Point, st.integers(), st.integers()), max_size=5),
+    st.sampled_from(list(Colour)),
+)
+def test_any_valid_value_round_trips_through_the_answer_text(
+    points: list[Point], colour: Colour
+) -> None:
+    points_spec = OutputSpec.of(list[Point])
+    answer = json.dumps([{"x": p.x, "y": p.y} for p in points])
+    assert points_spec.parse(answer) == (points, None)
+    assert OutputSpec.of(Colour).parse(json.dumps(colour.value)) == (colour, None)
