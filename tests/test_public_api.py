@@ -62,6 +62,11 @@ EXPECTED = {
         "ToolError",
         "WorkspacePolicy",
         "tool",
+        # structured output and synchronous use
+        "LoopAlreadyRunning",
+        "OutputValidationError",
+        "TypedTurn",
+        "run_sync",
     },
     "emelex.app": {
         "Agent",
@@ -101,6 +106,14 @@ EXPECTED = {
         "fit_messages",
         "fit_request",
         "tasks_from_history",
+        # structured output, streaming text, synchronous use
+        "DEFAULT_OUTPUT_RETRIES",
+        "InvalidOutputType",
+        "LoopAlreadyRunning",
+        "StreamNotOpen",
+        "TextStream",
+        "TypedTurn",
+        "run_sync",
     },
     "emelex.tools.mcp": {
         "HttpTransport",
@@ -199,6 +212,7 @@ EXPECTED = {
         "serve_diagnostics",
     },
     "emelex.agent": {
+        "OutputValidationError",
         "AgentSession",
         "AgentSessionBuilder",
         "AgentAuthoritySnapshot",

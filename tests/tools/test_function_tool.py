@@ -698,3 +698,19 @@ async def test_bound_methods_become_tools_without_self() -> None:
     assert await counter_tool.invoke(invocation("add", {"amount": 1})) == ToolOutput("11")
     with pytest.raises(InvalidToolFunction, match="'self' has no type annotation"):
         tool(Counter.add)
+
+
+def test_a_typeddict_tool_does_not_break_other_tools_conversions() -> None:
+    # Regression: the TypedDict hook was a class hook in cattrs' singledispatch, whose
+    # issubclass() checks then failed for every later class (bool became unsupported).
+    @tool
+    async def search(filters: Filters) -> str:
+        return filters["tag"]
+
+    @tool
+    async def toggle(flag: bool, count: int) -> str:
+        return str(flag)
+
+    assert search.convert({"filters": {"tag": "x"}}).filters == {"tag": "x"}
+    converted = toggle.convert({"flag": True, "count": 2})
+    assert converted.flag is True and converted.count == 2

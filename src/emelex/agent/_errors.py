@@ -99,3 +99,17 @@ class EventConsumerError(AgentError):
 
 class ApprovalFailed(AgentError):
     """The approval policy raised instead of deciding; the error is the ``__cause__``."""
+
+
+class OutputValidationError(AgentError):
+    """The model's answer did not become the requested ``output_type`` within the retry
+    budget. ``answer`` is the last answer text, ``problem`` what was wrong with it and
+    ``attempts`` how many structured answers were asked for. The turns that produced
+    those answers completed, so they stay committed: ``rolled_back`` is False and
+    ``checkpoint`` holds their messages."""
+
+    def __init__(self, message: str, *, answer: str, problem: str, attempts: int) -> None:
+        super().__init__(message)
+        self.answer = answer
+        self.problem = problem
+        self.attempts = attempts

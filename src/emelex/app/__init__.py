@@ -65,16 +65,19 @@ from emelex.app._errors import (
     InvalidCapabilityConfig,
     InvalidFile,
     InvalidMcpServer,
+    InvalidOutputType,
     InvalidPlugin,
     InvalidPolicy,
     InvalidSkill,
     InvalidTaskList,
     InvalidToolSchema,
     InvalidWorkspaceRoot,
+    LoopAlreadyRunning,
     MissingModel,
     NameCollision,
     SessionNotStarted,
     ShellNotAllowed,
+    StreamNotOpen,
     UnresolvedCapability,
     UsageBudgetExhausted,
     WorkspaceConflict,
@@ -83,6 +86,7 @@ from emelex.app._events import DEFAULT_EVENT_BUFFER, EventStream
 from emelex.app._harness import Harness
 from emelex.app._inspect import SessionContext
 from emelex.app._mcp import McpIntegration
+from emelex.app._output import DEFAULT_OUTPUT_RETRIES, TypedTurn
 from emelex.app._package import (
     Change,
     InvalidPackage,
@@ -108,6 +112,8 @@ from emelex.app._plugins import (
     load_plugin,
 )
 from emelex.app._policy import WorkspacePolicy, recursive_delete_reason
+from emelex.app._stream import TextStream
+from emelex.app._sync import run_sync
 from emelex.app._tasks import (
     MAX_TASK_BYTES,
     MAX_TASKS,
@@ -153,6 +159,11 @@ __all__ = [
     "Session",
     "SessionContext",
     "SessionStarter",
+    # structured output, streaming text, synchronous use
+    "DEFAULT_OUTPUT_RETRIES",
+    "TextStream",
+    "TypedTurn",
+    "run_sync",
     # worker tasks and budgets
     "DEFAULT_CONTEXT_TOKENS",
     "MAX_TASKS",
@@ -218,6 +229,7 @@ __all__ = [
     "InvalidCapabilityConfig",
     "InvalidFile",
     "InvalidMcpServer",
+    "InvalidOutputType",
     "InvalidPackage",
     "InvalidPlugin",
     "InvalidPolicy",
@@ -225,6 +237,7 @@ __all__ = [
     "InvalidTaskList",
     "InvalidToolSchema",
     "InvalidWorkspaceRoot",
+    "LoopAlreadyRunning",
     "MissingBinding",
     "MissingModel",
     "NameCollision",
@@ -232,6 +245,7 @@ __all__ = [
     "PluginError",
     "SessionNotStarted",
     "ShellNotAllowed",
+    "StreamNotOpen",
     "UnboundModelError",
     "UnresolvedCapability",
     "UsageBudgetExhausted",

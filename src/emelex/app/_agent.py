@@ -6,14 +6,14 @@ import os
 import pathlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import attrs
 import jsonschema
 import jsonschema.exceptions
 import jsonschema.validators
 
-from emelex.agent import ApprovalPolicy
+from emelex.agent import AgentTurn, ApprovalPolicy
 from emelex.app._capabilities import (
     BUILTIN_TOOLS,
     BuiltinCapability,
@@ -43,9 +43,15 @@ from emelex.app._errors import (
     ShellNotAllowed,
     WorkspaceConflict,
 )
+from emelex.app._output import DEFAULT_OUTPUT_RETRIES, OutputSpec, TypedTurn, check_retries
 from emelex.app._policy import WorkspacePolicy
 from emelex.model import AgentModel, Client, GenerationOptions
 from emelex.tools import AgentTool
+
+if TYPE_CHECKING:
+    from emelex.app._harness import Harness
+
+T = TypeVar("T")
 
 AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 TOOL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
@@ -156,6 +162,11 @@ class Agent:
     plugins: tuple[pathlib.Path, ...]
     skills: tuple[Skill, ...]
     options: GenerationOptions
+    #: The type every turn's answer is converted to (``turn.output``), or None for
+    #: plain text answers; see ``docs/app/structured-output.md``.
+    output_type: Any = None
+    #: Retry turns after an invalid structured answer.
+    output_retries: int = DEFAULT_OUTPUT_RETRIES
 
     @staticmethod
     def builder() -> AgentBuilder:
@@ -189,6 +200,47 @@ class Agent:
             self, path, description=description, version=version, binding=binding, preset=preset
         )
 
+    @overload
+    def run_sync(
+        self,
+        text: str,
+        *,
+        output_type: type[T],
+        options: GenerationOptions | None = None,
+        harness: Harness | None = None,
+    ) -> TypedTurn[T]: ...
+
+    @overload
+    def run_sync(
+        self,
+        text: str,
+        *,
+        output_type: Any = None,
+        options: GenerationOptions | None = None,
+        harness: Harness | None = None,
+    ) -> AgentTurn: ...
+
+    def run_sync(
+        self,
+        text: str,
+        *,
+        output_type: Any = None,
+        options: GenerationOptions | None = None,
+        harness: Harness | None = None,
+    ) -> AgentTurn:
+        """Run one turn from synchronous code (a script, a notebook without a running
+        loop): starts Trio, an engine and a session (``harness``, default
+        ``Harness.base()``), runs the turn, closes them and returns the turn (a
+        :class:`~emelex.app.TypedTurn` when an output type applies). Raises
+        :class:`~emelex.app.LoopAlreadyRunning` inside a running Trio or asyncio loop,
+        and whatever the turn raises."""
+        from emelex.app._sync import run_agent_sync
+
+        turn: AgentTurn = run_agent_sync(
+            self, text, output_type=output_type, options=options, harness=harness
+        )
+        return turn
+
     def capability(self, capability_id: str) -> Capability | None:
         return next((c for c in self.capabilities if c.id == capability_id), None)
 
@@ -220,6 +272,8 @@ class AgentBuilder:
         self._plugins: list[Any] = []
         self._skills: list[Skill] = []
         self._options = GenerationOptions()
+        self._output_type: Any = None
+        self._output_retries: Any = DEFAULT_OUTPUT_RETRIES
 
     def name(self, name: str) -> AgentBuilder:
         self._name = name
@@ -305,6 +359,15 @@ class AgentBuilder:
         self._options = options
         return self
 
+    def output_type(
+        self, output_type: Any, *, retries: int = DEFAULT_OUTPUT_RETRIES
+    ) -> AgentBuilder:
+        """Convert every turn's answer to ``output_type`` (``turn.output``), retrying an
+        invalid answer ``retries`` times; see ``docs/app/structured-output.md``."""
+        self._output_type = output_type
+        self._output_retries = retries
+        return self
+
     # -- validation -----------------------------------------------------------------------
     def build(self) -> Agent:
         name = self._name
@@ -336,6 +399,9 @@ class AgentBuilder:
         mcp_servers = self._check_mcp()
         plugins = self._check_plugins()
         self._check_approvals(tools, capabilities)
+        retries = check_retries(self._output_retries)
+        if self._output_type is not None:
+            OutputSpec.of(self._output_type)  # raises InvalidOutputType
         return Agent(
             name=name,
             instructions=instructions,
@@ -350,6 +416,8 @@ class AgentBuilder:
             plugins=plugins,
             skills=skills,
             options=self._options,
+            output_type=self._output_type,
+            output_retries=retries,
         )
 
     def _check_tools(self) -> list[AgentTool]:

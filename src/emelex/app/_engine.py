@@ -10,7 +10,7 @@ import stat
 import tempfile
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload, runtime_checkable
 
 import attrs
 import trio
@@ -45,6 +45,7 @@ from emelex.app._errors import (
 from emelex.app._events import DEFAULT_EVENT_BUFFER, EventHub, EventStream, GatedModel, GatedTool
 from emelex.app._harness import Harness, skills_section, workspace_section
 from emelex.app._inspect import SessionContext, next_request
+from emelex.app._output import OutputSpec, TypedTurn, check_retries, run_typed_turn
 from emelex.app._policy import GuardedFileTool, GuardedShellTool, HiddenPaths
 from emelex.app._tasks import (
     TASKS_SECTION,
@@ -59,6 +60,11 @@ from emelex.runtime import AgentCancellation, run_in_worker
 from emelex.tools import AgentTool
 from emelex.tools._function import FunctionTool
 from emelex.tools.workspace import Workspace
+
+if TYPE_CHECKING:
+    from emelex.app._stream import TextStream
+
+T = TypeVar("T")
 
 # -- integrations (MCP servers, plugins, ...) --------------------------------------------
 
@@ -545,20 +551,77 @@ class Session:
     def closed(self) -> bool:
         return self._closed
 
+    @overload
     async def send_and_wait(
         self,
         text: str,
         *,
         cancellation: AgentCancellation | None = None,
         options: GenerationOptions | None = None,
+        output_type: type[T],
+        output_retries: int | None = None,
+    ) -> TypedTurn[T]: ...
+
+    @overload
+    async def send_and_wait(
+        self,
+        text: str,
+        *,
+        cancellation: AgentCancellation | None = None,
+        options: GenerationOptions | None = None,
+        output_type: Any = None,
+        output_retries: int | None = None,
+    ) -> AgentTurn: ...
+
+    async def send_and_wait(
+        self,
+        text: str,
+        *,
+        cancellation: AgentCancellation | None = None,
+        options: GenerationOptions | None = None,
+        output_type: Any = None,
+        output_retries: int | None = None,
     ) -> AgentTurn:
         """Run one turn and return it once consumers that keep reading have its events
         in their channels (a stalled stream is dropped instead: see :meth:`events`). Raises
         like :meth:`AgentSession.run_turn`, and with the harness's budgets
         :class:`ContextBudgetExceeded` or :class:`UsageBudgetExhausted` (each with
-        ``rolled_back`` and ``checkpoint``, like every turn error)."""
+        ``rolled_back`` and ``checkpoint``, like every turn error).
+
+        With ``output_type`` (or the agent's), the answer is converted to that type and
+        a :class:`TypedTurn` is returned (``turn.output``); an answer that stays invalid
+        after ``output_retries`` retry turns (default: the agent's, else 1) raises
+        :class:`~emelex.agent.OutputValidationError`. See
+        ``docs/app/structured-output.md``."""
         if self._closed:
             raise SessionClosed("the session is closed")
+        wanted = output_type if output_type is not None else self.agent.output_type
+        if wanted is None:
+            return await self._send(text, cancellation, options)
+        spec = OutputSpec.of(wanted)
+        retries = check_retries(
+            output_retries if output_retries is not None else self.agent.output_retries
+        )
+
+        async def run(request: str, turn_options: GenerationOptions) -> AgentTurn:
+            return await self._send(request, cancellation, turn_options)
+
+        return await run_typed_turn(
+            run,
+            text,
+            spec,
+            options=options,
+            tools_enabled=bool(self._session.enabled_tools),
+            has_tools=bool(self._session.available_tools),
+            retries=retries,
+        )
+
+    async def _send(
+        self,
+        text: str,
+        cancellation: AgentCancellation | None,
+        options: GenerationOptions | None,
+    ) -> AgentTurn:
         try:
             if options is None:
                 turn = await self._session.run_turn(text, cancellation, self._hub.emit)
@@ -571,6 +634,31 @@ class Session:
             raise
         await self._hub.settle()
         return turn
+
+    def stream_text(
+        self,
+        text: str,
+        *,
+        cancellation: AgentCancellation | None = None,
+        options: GenerationOptions | None = None,
+    ) -> TextStream:
+        """Run one turn and stream its answer text::
+
+            async with session.stream_text("Tell me a story.") as texts:
+                async for text in texts:
+                    print(text, end="")
+            turn = texts.turn
+
+        The turn starts when the ``async with`` block is entered. Leaving the block
+        before the answer is complete (``break``, an exception, a cancelled scope)
+        cancels the turn and waits for it to end (its tools follow their cancellation
+        policy; history is rolled back or checkpointed), so nothing is left running. A
+        turn that fails raises its error from the iteration. See :class:`TextStream`."""
+        if self._closed:
+            raise SessionClosed("the session is closed")
+        from emelex.app._stream import TextStream
+
+        return TextStream(self, text, cancellation, options)
 
     def events(self) -> EventStream:
         """Subscribe to this session's events from now on.

@@ -166,3 +166,19 @@ class ContextBudgetExceeded(BudgetExceeded):
 class UsageBudgetExhausted(BudgetExceeded):
     """The session used up its token or model-call budget; no further model call is
     made (``limit`` says which of the two)."""
+
+
+class InvalidOutputType(InvalidAgent, TypeError):
+    """An ``output_type`` (on an agent or a turn) has no JSON Schema mapping, or a
+    retry budget is not a non-negative integer."""
+
+
+class StreamNotOpen(AppError, TypeError):
+    """``session.stream_text(...)`` was iterated without ``async with`` (the turn behind
+    the stream needs a scope that ends it)."""
+
+
+class LoopAlreadyRunning(AppError, RuntimeError):
+    """A synchronous entry point (``run_sync``) was called where a Trio or asyncio
+    event loop already runs (a notebook cell, an ``async def``); ``await`` the async
+    API there instead."""

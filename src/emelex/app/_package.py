@@ -883,6 +883,8 @@ def _exportable(agent: Agent, info: PackageInfo) -> list[str]:
         reasons.append("it uses a host workspace directory")
     if agent.mcp_servers:
         reasons.append("it has MCP servers")
+    if agent.output_type is not None:
+        reasons.append("it has a code-defined output_type (set it again after loading)")
     for capability in agent.capabilities:
         if not isinstance(capability, BuiltinCapability):
             reasons.append(f"capability {capability.id!r} is not a built-in")

@@ -91,7 +91,10 @@ def _register_typeddict(cls: type, fields: dict[str, Any], required: frozenset[s
             raise ValueError(f"{cls.__name__} has no field {', '.join(unknown)}")
         return {key: converter.structure(item, fields[key]) for key, item in value.items()}
 
-    converter.register_structure_hook(cls, structure)
+    # A predicate hook, not a class hook: a TypedDict class in cattrs' singledispatch
+    # registry breaks the dispatch of other classes (issubclass() on a TypedDict raises),
+    # so every bool and int argument after it would be "unsupported".
+    converter.register_structure_hook_func(lambda candidate: candidate is cls, structure)
 
 
 class ToolError(EmelexError):
