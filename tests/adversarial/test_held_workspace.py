@@ -8,6 +8,8 @@ the model can read, and never block the loop or recurse without a bound.
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,33 +41,56 @@ def deep_tree(root: Path, depth: int) -> None:
         os.close(fd)
 
 
+def remove_deep_tree(top: Path) -> None:
+    """Remove ``top/d/d/...`` one level at a time: ``shutil.rmtree`` recurses once per
+    level and would hit the recursion limit (and so would pytest's own cleanup of the
+    temporary directory, failing whichever later run tries it)."""
+    spare = top.parent / "unnest"
+    while (top / "d").is_dir():
+        os.rename(top / "d", spare)
+        os.rmdir(top)
+        os.rename(spare, top)
+    shutil.rmtree(top)
+
+
+@pytest.fixture(scope="module")
+def deep_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    root = tmp_path_factory.mktemp("deep")
+    try:
+        deep_tree(root, DEEP)
+        (root / "top.txt").write_text("needle at the top\n")
+        yield root
+    finally:
+        if (root / "d").exists():
+            remove_deep_tree(root / "d")
+
+
 @pytest.fixture
-def deep(root: Path) -> Path:
-    deep_tree(root, DEEP)
-    (root / "top.txt").write_text("needle at the top\n")
-    return root
+def deep(deep_root: Path) -> Iterator[Workspace]:
+    with Workspace.open(deep_root) as workspace:
+        yield workspace
 
 
-def test_find_files_over_a_2000_deep_tree_is_bounded(deep: Path, ws: Workspace) -> None:
-    result = find_files(ws, "**/*.txt")
+def test_find_files_over_a_2000_deep_tree_is_bounded(deep: Workspace) -> None:
+    result = find_files(deep, "**/*.txt")
     assert "top.txt" in result.matches
     assert result.truncated and result.truncation == "max_depth"
     assert all(match.count("/") < DEEP for match in result.matches)
 
 
-def test_grep_over_a_2000_deep_tree_is_bounded(deep: Path, ws: Workspace) -> None:
-    result = grep(ws, "needle", literal=True)
+def test_grep_over_a_2000_deep_tree_is_bounded(deep: Workspace) -> None:
+    result = grep(deep, "needle", literal=True)
     assert [line.path for line in result.lines] == ["top.txt"]
     assert result.truncated and result.truncation == "max_depth"
 
 
 async def test_the_tools_answer_a_2000_deep_tree_without_holding_the_loop(
-    deep: Path, ws: Workspace
+    deep: Workspace,
 ) -> None:
     with trio.fail_after(30):
-        found = await invoke(FindFilesTool(ws), {"pattern": "**/bottom.txt"})
-        searched = await invoke(GrepTool(ws), {"pattern": "needle", "literal": True})
-        listed = await invoke(ListDirectoryTool(ws), {"path": "d/d/d"})
+        found = await invoke(FindFilesTool(deep), {"pattern": "**/bottom.txt"})
+        searched = await invoke(GrepTool(deep), {"pattern": "needle", "literal": True})
+        listed = await invoke(ListDirectoryTool(deep), {"path": "d/d/d"})
     assert not found.is_error and found.text.startswith("[no files match")
     assert "nested too deeply" in found.text
     assert not searched.is_error and "top.txt" in searched.text
