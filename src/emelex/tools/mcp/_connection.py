@@ -372,6 +372,15 @@ async def start_mcp_connection(actors: ActorNursery, server: McpServer) -> McpCo
 async def _connection_actor(ctx: ActorContext, server: McpServer, sdk: ModuleType) -> None:
     connection = McpConnection(server, ctx.mailbox)
     started = False
+
+    def on_lost(exc: BaseException) -> None:
+        # The wire broke under a request: fail the connection now (running calls end
+        # with McpServerClosed) rather than let them wait for their call timeout.
+        if started:
+            error = sdk.map_error(exc, server.name, "the connection")
+            error.__cause__ = exc
+            connection._fail(error)
+
     failure: Exception | None = None
     # ``guard`` spans the whole life of the SDK contexts. While they close it is shielded
     # (so closing runs even when the owner was cancelled) and bounded by
@@ -380,7 +389,7 @@ async def _connection_actor(ctx: ActorContext, server: McpServer, sdk: ModuleTyp
     try:
         with trio.CancelScope() as guard:
             try:
-                async with sdk.open_session(server) as session:
+                async with sdk.open_session(server, on_lost) as session:
                     try:
                         with trio.fail_after(server.connect_timeout):
                             init = await sdk.initialize(session)
