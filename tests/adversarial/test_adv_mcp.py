@@ -162,3 +162,33 @@ async def test_a_server_killed_mid_call_fails_the_connection_at_once(
     err = capfd.readouterr().err
     assert "Traceback" not in err
     assert "Session termination failed" not in err  # an SDK log line, kept in logging
+
+
+async def test_a_server_that_stops_answering_fails_within_the_liveness_timeout(
+    killable_server: tuple[subprocess.Popen[bytes], str],
+) -> None:
+    # SIGSTOP: the socket stays open, nothing is ever answered (a hung server, or a host
+    # gone without closing TCP). Only pings can tell; the call must not wait 300 s.
+    process, url = killable_server
+    server = McpServer.http("web", url, liveness_timeout=1.0, shutdown_timeout=1.0)
+    ended: list[McpServerClosed] = []
+    with trio.fail_after(TEST_TIMEOUT):
+        async with open_supervisor("adv"), open_mcp_connection(server) as conn:
+
+            async def blocked() -> None:
+                try:
+                    await conn.call_tool("block")
+                except McpServerClosed as exc:
+                    ended.append(exc)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(blocked)
+                await conn.call_tool("wait_started")
+                await trio.sleep(1.5)  # pings are answered while the server lives
+                assert conn.failure is None
+                os.kill(process.pid, signal.SIGSTOP)
+                stopped = time.monotonic()
+            assert time.monotonic() - stopped < 1.0 + 2.0  # the timeout plus slack
+            assert len(ended) == 1
+            assert isinstance(conn.failure, McpServerClosed)
+            assert "no ping within 1 s" in str(conn.failure)

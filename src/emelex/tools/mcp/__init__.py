@@ -14,6 +14,7 @@ and validated without it (install ``emelex[mcp]`` to connect).
 from emelex.tools.mcp._config import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_LIVENESS_TIMEOUT,
     DEFAULT_MAX_RESULT_BYTES,
     DEFAULT_MAX_TOOLS,
     DEFAULT_SHUTDOWN_TIMEOUT,
@@ -46,6 +47,7 @@ __all__ = [
     "ACTOR_KIND",
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_LIVENESS_TIMEOUT",
     "DEFAULT_MAX_RESULT_BYTES",
     "DEFAULT_MAX_TOOLS",
     "DEFAULT_SHUTDOWN_TIMEOUT",
