@@ -115,6 +115,8 @@ class WatchedTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         try:
             response = await self._inner.handle_async_request(request)
+        except httpx.PoolTimeout:
+            raise  # our own pool is full: the server is not at fault
         except httpx.TransportError as exc:
             if request.method == "POST":
                 self._on_lost(exc)
