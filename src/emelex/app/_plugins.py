@@ -7,7 +7,8 @@ and prompt text (see ``docs/app/plugins.md``).
         plugin.toml     # name = "greeter"; version = "1.0.0"; entry = "greeter:register"
         greeter.py      # def register(plugin): plugin.tool(hello); plugin.prompt("...")
 
-:class:`PluginIntegration` loads the agent's plugins for every session:
+:class:`PluginIntegration` loads the agent's plugins for every session (the default
+``Engine()`` uses one when no integration of yours handles plugins):
 ``Engine(integrations=[PluginIntegration()]).create(agent)`` with
 ``Agent.builder().plugin(path)``.
 """
