@@ -64,6 +64,7 @@ EXPECTED = {
         "tool",
         # structured output and synchronous use
         "LoopAlreadyRunning",
+        "McpServer",
         "OutputValidationError",
         "TypedTurn",
         "run_sync",
@@ -110,6 +111,7 @@ EXPECTED = {
         "DEFAULT_OUTPUT_RETRIES",
         "InvalidOutputType",
         "LoopAlreadyRunning",
+        "McpServer",
         "StreamNotOpen",
         "TextStream",
         "TypedTurn",
@@ -125,6 +127,7 @@ EXPECTED = {
         "McpServer",
         "McpServerClosed",
         "McpServerInfo",
+        "McpStdioDisabled",
         "McpTimeout",
         "McpTool",
         "McpToolNotFound",

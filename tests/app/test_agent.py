@@ -79,6 +79,9 @@ class Server:
 
 def test_a_complete_agent_is_immutable_and_keeps_everything(tmp_path: Path) -> None:
     scripted = model()
+    (tmp_path / "plugin").mkdir()  # build() checks that a plugin compiles
+    (tmp_path / "plugin" / "plugin.toml").write_text('name = "p"\nentry = "main:register"\n')
+    (tmp_path / "plugin" / "main.py").write_text("def register(plugin):\n    pass\n")
     package = CapabilityPackage("notes", tools=(echo_tool("note"),), prompt="Take notes.")
     agent = (
         Agent.builder()

@@ -30,6 +30,7 @@ from emelex.app import (
     Harness,
     IntegrationMissing,
     IntegrationRequest,
+    PluginError,
     SessionNotStarted,
     ToolCallContext,
     UnresolvedCapability,
@@ -316,13 +317,19 @@ async def test_integrations_contribute_tools_and_prompt_and_are_closed() -> None
     assert integration.closed == 1
 
 
-async def test_mcp_servers_and_plugins_need_an_integration(tmp_path: Path) -> None:
+async def test_foreign_mcp_servers_need_an_integration() -> None:
+    # McpServer configurations get the built-in integration; anything else needs one.
     with_mcp = builder(ScriptedModel([])).mcp_server(Server("catalog")).build()
     with pytest.raises(IntegrationMissing):
         await Engine().create(with_mcp).start()
+
+
+async def test_integrations_are_closed_when_a_default_one_fails(tmp_path: Path) -> None:
+    (tmp_path / "plugin.toml").write_text('name = "boom"\nentry = "main:register"\n')
+    (tmp_path / "main.py").write_text("def register(plugin):\n    raise RuntimeError('boom')\n")
     with_plugin = builder(ScriptedModel([])).plugin(tmp_path).build()
     integration = RecordingIntegration()
-    with pytest.raises(IntegrationMissing):
+    with pytest.raises(PluginError, match="boom"):
         await Engine(integrations=[integration]).create(with_plugin).start()
     assert integration.closed == 1  # opened, then closed when the start failed
 

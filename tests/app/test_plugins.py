@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from emelex.app import Agent, Engine, Harness, IntegrationMissing
+from emelex.app import Agent, Engine, Harness, InvalidPlugin
 from emelex.app._plugins import (
     PluginError,
     PluginIntegration,
@@ -187,12 +187,21 @@ async def test_a_broken_plugin_fails_the_session_start(tmp_path: Path) -> None:
         assert engine.sessions == ()
 
 
-async def test_without_the_integration_plugins_are_missing(tmp_path: Path) -> None:
+async def test_without_an_integration_the_default_loads_plugins(tmp_path: Path) -> None:
     shutil.copytree(FIXTURES / "greeter", tmp_path / "greeter")
     agent = agent_with(tmp_path / "greeter")
     async with Engine() as engine:
-        with pytest.raises(IntegrationMissing):
-            await engine.create(agent).start()
+        session = await engine.create(agent).start()
+        assert "greet" in (await session.inspect()).tool_names
+
+
+def test_a_syntax_error_fails_build_with_file_and_line(tmp_path: Path) -> None:
+    folder = make_plugin(tmp_path, "typo", "def register(plugin)\n    pass\n")
+    with pytest.raises(PluginError) as caught:
+        agent_with(folder)
+    assert caught.value.line == 1
+    assert caught.value.file.endswith("main.py")
+    assert isinstance(caught.value, InvalidPlugin)
 
 
 async def test_warnings_reach_the_session_context() -> None:

@@ -132,6 +132,7 @@ from emelex.tools._function import (
     UnsupportedAnnotation,
     tool,
 )
+from emelex.tools.mcp import McpServer
 
 __all__ = [
     "BUILTIN_OPTIONS",
@@ -194,6 +195,7 @@ __all__ = [
     # plugins
     "LoadedPlugin",
     "McpIntegration",
+    "McpServer",
     "PluginIntegration",
     "PluginRegistry",
     "PluginWarning",

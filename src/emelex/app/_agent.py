@@ -532,6 +532,9 @@ class AgentBuilder:
             plugin = pathlib.Path(text)
             if plugin in plugins:
                 raise InvalidPlugin(f"plugin {text!r} was added twice")
+            from emelex.app._plugins import check_plugin  # it imports this module
+
+            check_plugin(plugin)  # PluginError (an InvalidPlugin): manifest or syntax
             plugins.append(plugin)
         return tuple(plugins)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import pathlib
 import shutil
@@ -351,13 +352,39 @@ class SessionStarter:
                 assembly.closers.append(contribution.close)
             contributions.append((type(integration).__name__, contribution))
             assembly.handled |= contribution.handles
-        if agent.mcp_servers and "mcp_servers" not in assembly.handled:
-            raise IntegrationMissing(
-                "the agent has MCP servers but no engine integration handles them"
-            )
-        if agent.plugins and "plugins" not in assembly.handled:
-            raise IntegrationMissing("the agent has plugins but no engine integration loads them")
+        for fallback in self._defaults(agent, assembly.handled):
+            contribution = await fallback.open(request)
+            if contribution.close is not None:
+                assembly.closers.append(contribution.close)
+            contributions.append((type(fallback).__name__, contribution))
+            assembly.handled |= contribution.handles
         self._contributions = contributions
+
+    def _defaults(self, agent: Agent, handled: set[str]) -> list[Integration]:
+        """The built-in integrations for the parts no engine integration took care of:
+        MCP servers (when the ``mcp`` SDK is installed) and plugins."""
+        defaults: list[Integration] = []
+        if agent.mcp_servers and "mcp_servers" not in handled:
+            from emelex.tools.mcp import McpServer
+
+            if not all(isinstance(server, McpServer) for server in agent.mcp_servers):
+                raise IntegrationMissing(
+                    "the agent has MCP servers that are not McpServer configurations and no "
+                    "engine integration handles them"
+                )
+            if importlib.util.find_spec("mcp") is None:
+                raise IntegrationMissing(
+                    "the agent has MCP servers but the 'mcp' SDK is not installed: "
+                    "install emelex[mcp] (or emelex[mcp-stdio] for stdio servers)"
+                )
+            from emelex.app._mcp import McpIntegration
+
+            defaults.append(McpIntegration(allow_stdio=self._engine.allow_stdio_servers))
+        if agent.plugins and "plugins" not in handled:
+            from emelex.app._plugins import PluginIntegration
+
+            defaults.append(PluginIntegration())
+        return defaults
 
     def _assemble(
         self,
@@ -731,7 +758,10 @@ class Engine:
     """Starts independent sessions of agents: ``await engine.create(agent).start()``.
 
     ``integrations`` contribute tools and prompt text to every session (the extension
-    point for MCP servers and plugins). ``capability_resolver`` turns
+    point for MCP servers and plugins). Parts of an agent that none of them handles get
+    the built-in integrations: :class:`McpIntegration` for MCP servers (needs the ``mcp``
+    SDK; stdio servers only with ``allow_stdio_servers=True``) and
+    :class:`PluginIntegration` for plugins. ``capability_resolver`` turns
     :class:`CapabilityRef` capabilities into packages when a session starts.
     ``async with Engine() as engine`` closes the sessions still open at exit.
     """
@@ -742,8 +772,12 @@ class Engine:
         integrations: Sequence[Integration] = (),
         capability_resolver: CapabilityResolver | None = None,
         event_buffer: int = DEFAULT_EVENT_BUFFER,
+        allow_stdio_servers: bool = False,
     ) -> None:
         EventHub(event_buffer)  # validates
+        if not isinstance(allow_stdio_servers, bool):
+            raise TypeError("allow_stdio_servers must be True or False")
+        self.allow_stdio_servers = allow_stdio_servers
         for integration in integrations:
             if not isinstance(integration, Integration):
                 raise TypeError(f"{integration!r} has no async open(request) method")

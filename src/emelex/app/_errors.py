@@ -72,7 +72,8 @@ class InvalidMcpServer(InvalidAgent):
 
 
 class InvalidPlugin(InvalidAgent):
-    """A plugin path is blank or was given twice."""
+    """A plugin path is blank or was given twice, or the plugin does not compile
+    (then it is a :class:`~emelex.app.PluginError` naming file and line)."""
 
 
 class InvalidFile(InvalidAgent):

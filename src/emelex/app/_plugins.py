@@ -7,7 +7,8 @@ and prompt text (see ``docs/app/plugins.md``).
         plugin.toml     # name = "greeter"; version = "1.0.0"; entry = "greeter:register"
         greeter.py      # def register(plugin): plugin.tool(hello); plugin.prompt("...")
 
-:class:`PluginIntegration` loads the agent's plugins for every session:
+:class:`PluginIntegration` loads the agent's plugins for every session (the default
+``Engine()`` uses one when no integration of yours handles plugins):
 ``Engine(integrations=[PluginIntegration()]).create(agent)`` with
 ``Agent.builder().plugin(path)``.
 """
@@ -30,7 +31,7 @@ import attrs
 
 from emelex.app._agent import check_tool
 from emelex.app._engine import Contribution, IntegrationRequest
-from emelex.app._errors import AppError
+from emelex.app._errors import InvalidPlugin
 from emelex.tools import AgentTool
 
 PLUGIN_MANIFEST = "plugin.toml"
@@ -39,10 +40,14 @@ ENTRY = re.compile(
     r"([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*):([A-Za-z_][A-Za-z0-9_]*)"
 )
 _KEYS = frozenset({"name", "version", "entry", "description"})
+#: Bounds on what :func:`check_plugin` compiles (plugins are host configuration, but a
+#: path pointing at a huge tree must not stall ``build()``).
+MAX_CHECKED_FILES = 512
+MAX_SOURCE_BYTES = 4 * 1024 * 1024
 _counter = itertools.count(1)
 
 
-class PluginError(AppError):
+class PluginError(InvalidPlugin):
     """A plugin could not be loaded: ``file`` and ``line`` name where (the line is
     None when unknown); the message includes both."""
 
@@ -177,6 +182,44 @@ def _failure(root: pathlib.Path, fallback: pathlib.Path, exc: BaseException) -> 
     return PluginError(message, file or fallback, line)
 
 
+def _sources(root: pathlib.Path) -> list[pathlib.Path]:
+    found: list[pathlib.Path] = []
+    for directory, subdirectories, files in os.walk(root):
+        subdirectories[:] = sorted(d for d in subdirectories if not d.startswith("."))
+        for name in sorted(files):
+            if name.endswith(".py"):
+                found.append(pathlib.Path(directory, name))
+                if len(found) > MAX_CHECKED_FILES:
+                    raise PluginError(f"more than {MAX_CHECKED_FILES} Python files", root)
+    return found
+
+
+def check_plugin(path: str | os.PathLike[str]) -> None:
+    """Check the plugin at ``path`` without running it: the manifest, the entry module,
+    and that every Python file in the folder compiles.
+
+    ``Agent.builder().build()`` calls this, so a plugin with a syntax error fails the
+    build (with :class:`PluginError` naming file and line), not a later session start.
+    """
+    root = pathlib.Path(os.fspath(path)).resolve()
+    data = _manifest(root)
+    _module_file(root, data["entry"].split(":")[0])
+    for source in _sources(root):
+        try:
+            with source.open("rb") as handle:
+                code = handle.read(MAX_SOURCE_BYTES + 1)
+        except OSError as exc:
+            raise PluginError(f"cannot read: {exc.strerror}", source) from exc
+        if len(code) > MAX_SOURCE_BYTES:
+            raise PluginError(f"larger than {MAX_SOURCE_BYTES} bytes", source)
+        try:
+            compile(code, str(source), "exec", dont_inherit=True)
+        except SyntaxError as exc:  # IndentationError and TabError too
+            raise PluginError(f"{type(exc).__name__}: {exc.msg}", source, exc.lineno) from exc
+        except ValueError as exc:  # NUL bytes
+            raise PluginError(f"does not compile: {exc}", source) from exc
+
+
 def load_plugin(path: str | os.PathLike[str]) -> LoadedPlugin:
     """Import the plugin at ``path`` in isolation and run its entry function.
 
@@ -300,6 +343,7 @@ __all__ = [
     "PluginIntegration",
     "PluginRegistry",
     "PluginWarning",
+    "check_plugin",
     "load_plugin",
     "warnings_section",
 ]

@@ -24,7 +24,9 @@ async def test_engine_session_uses_the_agents_mcp_server() -> None:
     before = child_pids()
     with trio.fail_after(TEST_TIMEOUT):
         async with open_supervisor("engine") as supervisor:
-            session = await Engine(integrations=[McpIntegration()]).create(agent).start()
+            session = (
+                await Engine(integrations=[McpIntegration(allow_stdio=True)]).create(agent).start()
+            )
             async with session:
                 context = await session.inspect()
                 assert "srv__echo" in [tool.name for tool in context.tools]

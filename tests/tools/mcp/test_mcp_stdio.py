@@ -211,9 +211,9 @@ async def test_session_is_entered_and_exited_by_the_actor_task_only(
         return await real_exit(self, *exc_info)
 
     @asynccontextmanager
-    async def transport(server: McpServer) -> AsyncIterator[Any]:
+    async def transport(server: McpServer, on_lost: Any = None) -> AsyncIterator[Any]:
         tasks.append(("transport enter", trio.lowlevel.current_task()))
-        async with real_transport(server) as streams:
+        async with real_transport(server, on_lost) as streams:
             yield streams
         tasks.append(("transport exit", trio.lowlevel.current_task()))
 

@@ -48,6 +48,7 @@ REDACTED: Final = "<redacted>"
 DEFAULT_CONNECT_TIMEOUT: Final = 30.0
 DEFAULT_CALL_TIMEOUT: Final = 300.0
 DEFAULT_SHUTDOWN_TIMEOUT: Final = 5.0
+DEFAULT_LIVENESS_TIMEOUT: Final = 30.0
 DEFAULT_MAX_RESULT_BYTES: Final = 256 * 1024
 DEFAULT_MAX_TOOLS: Final = 128
 DEFAULT_MAILBOX: Final = 32
@@ -300,6 +301,10 @@ class McpServer:
     * ``call_timeout``: bound on one tool call (None: no bound); on expiry the server
       is sent a cancellation and the call ends with an error result.
     * ``shutdown_timeout``: bound on closing (after it a stdio process is killed).
+    * ``liveness_timeout``: HTTP only; while a call runs the server is pinged, and a
+      server that answers no ping for this long fails the connection (its running calls
+      end with ``McpServerClosed``) instead of holding them until ``call_timeout``
+      (None: no pings).
     * ``max_result_bytes``: largest tool result handed to the model; longer results
       are cut with a marker.
     * ``max_tools``: most tools taken from the server; the rest are dropped with a warning.
@@ -322,6 +327,9 @@ class McpServer:
     )
     shutdown_timeout: float = attrs.field(
         default=DEFAULT_SHUTDOWN_TIMEOUT, kw_only=True, validator=_positive_seconds(False)
+    )
+    liveness_timeout: float | None = attrs.field(
+        default=DEFAULT_LIVENESS_TIMEOUT, kw_only=True, validator=_positive_seconds(True)
     )
     max_result_bytes: int = attrs.field(
         default=DEFAULT_MAX_RESULT_BYTES, kw_only=True, validator=_int_between(1024, 64 << 20)

@@ -33,7 +33,7 @@ from emelex.runtime import (
 )
 from emelex.runtime._groups import open_unwrapping_nursery
 from emelex.tools._protocol import ToolOutput
-from emelex.tools.mcp._config import McpServer, StdioTransport
+from emelex.tools.mcp._config import HttpTransport, McpServer, StdioTransport
 from emelex.tools.mcp._errors import (
     McpConnectionFailed,
     McpError,
@@ -372,6 +372,15 @@ async def start_mcp_connection(actors: ActorNursery, server: McpServer) -> McpCo
 async def _connection_actor(ctx: ActorContext, server: McpServer, sdk: ModuleType) -> None:
     connection = McpConnection(server, ctx.mailbox)
     started = False
+
+    def on_lost(exc: BaseException) -> None:
+        # The wire broke under a request: fail the connection now (running calls end
+        # with McpServerClosed) rather than let them wait for their call timeout.
+        if started:
+            error = sdk.map_error(exc, server.name, "the connection")
+            error.__cause__ = exc
+            connection._fail(error)
+
     failure: Exception | None = None
     # ``guard`` spans the whole life of the SDK contexts. While they close it is shielded
     # (so closing runs even when the owner was cancelled) and bounded by
@@ -380,7 +389,7 @@ async def _connection_actor(ctx: ActorContext, server: McpServer, sdk: ModuleTyp
     try:
         with trio.CancelScope() as guard:
             try:
-                async with sdk.open_session(server) as session:
+                async with sdk.open_session(server, on_lost) as session:
                     try:
                         with trio.fail_after(server.connect_timeout):
                             init = await sdk.initialize(session)
@@ -444,10 +453,14 @@ async def _serve(
     ctx: ActorContext, session: ClientSession, connection: McpConnection, sdk: ModuleType
 ) -> None:
     limiter = trio.CapacityLimiter(connection.server.max_concurrent_calls)
+    server = connection.server
     async with trio.open_nursery() as handlers:
         connection._serving = handlers.cancel_scope
         if connection.closed:  # closed while it was starting
             handlers.cancel_scope.cancel()
+        if isinstance(server.transport, HttpTransport) and server.liveness_timeout is not None:
+            busy = lambda: limiter.borrowed_tokens > 0  # noqa: E731
+            handlers.start_soon(_watch_liveness, session, connection, sdk, busy)
         async for request in ctx.mailbox:
             if connection.closed:
                 request.finish(error=connection._closed_error())
@@ -461,6 +474,43 @@ async def _serve(
             handlers.start_soon(_handle, session, request, limiter, connection, sdk)
         # Closed: whatever still runs is cut short (its caller gets McpServerClosed).
         handlers.cancel_scope.cancel()
+
+
+async def _watch_liveness(
+    session: ClientSession,
+    connection: McpConnection,
+    sdk: ModuleType,
+    busy: Callable[[], bool],
+) -> None:
+    """While calls run, ping the server every half liveness period, each ping bounded by
+    the other half: a server that stopped answering (hung, or its host gone without
+    closing the TCP connection) fails the connection within ``liveness_timeout``.
+    Idle connections are not pinged (nothing waits on them)."""
+    server = connection.server
+    assert server.liveness_timeout is not None
+    half = server.liveness_timeout / 2
+    while True:
+        await trio.sleep(half)
+        if not busy():
+            continue
+        with trio.move_on_after(half) as scope:
+            try:
+                await sdk.ping(session)
+            except Exception as exc:
+                error = sdk.map_error(exc, server.name, "a liveness ping")
+                if error is not exc:
+                    error.__cause__ = exc
+                connection._fail(error)
+                return
+        if scope.cancelled_caught:
+            connection._fail(
+                McpServerClosed(
+                    f"the server answered no ping within {server.liveness_timeout:g} s "
+                    "while a call was running",
+                    server=server.name,
+                )
+            )
+            return
 
 
 async def _handle(

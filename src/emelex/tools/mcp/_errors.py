@@ -22,6 +22,12 @@ class McpUnavailable(McpError):
     """The ``mcp`` SDK is not installed: install ``emelex[mcp]`` (or ``emelex[mcp-stdio]``)."""
 
 
+class McpStdioDisabled(McpUnavailable):
+    """A stdio server was refused: local processes are a separate gate. Install
+    ``emelex[mcp-stdio]`` and enable them explicitly (``Engine(allow_stdio_servers=True)``
+    or ``McpIntegration(allow_stdio=True)``)."""
+
+
 class McpConnectionFailed(McpError):
     """The server could not be started or reached, or failed its handshake or discovery."""
 

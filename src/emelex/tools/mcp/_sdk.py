@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 import sys
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any, TextIO, TypeAlias
 
 import anyio
@@ -23,7 +24,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, create_mcp_http_client
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT
 from mcp.shared.exceptions import McpError as SdkError
 from mcp.shared.message import SessionMessage
 
@@ -70,17 +71,85 @@ def _errlog(mode: str) -> Iterator[TextIO]:
         yield sink
 
 
+#: The SDK logs through ``mcp.*`` loggers, some with tracebacks (``logger.exception``).
+#: With no handler configured, Python's last-resort handler would print them on the
+#: user's terminal; a NullHandler keeps them in logging (they still propagate to the
+#: host's handlers) and off stderr.
+logging.getLogger("mcp").addHandler(logging.NullHandler())
+
+OnLost: TypeAlias = Callable[[BaseException], None]
+
+
+class _WatchedStream(httpx.AsyncByteStream):
+    """A response body that reports a broken connection before the SDK swallows it."""
+
+    def __init__(self, inner: httpx.AsyncByteStream, on_lost: OnLost) -> None:
+        self._inner = inner
+        self._on_lost = on_lost
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._inner:
+                yield chunk
+        except httpx.TransportError as exc:
+            self._on_lost(exc)
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class WatchedTransport(httpx.AsyncBaseTransport):
+    """Reports POSTs that fail on the wire (refused, reset, cut mid-stream).
+
+    The SDK's Streamable HTTP client logs a response stream that breaks mid-call at
+    debug level and forgets the request: its caller would wait for the call timeout.
+    This transport sees the error first and calls ``on_lost``, which fails the
+    connection so every running call ends at once with ``McpServerClosed``.
+    """
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, on_lost: OnLost) -> None:
+        self._inner = inner
+        self._on_lost = on_lost
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            response = await self._inner.handle_async_request(request)
+        except httpx.PoolTimeout:
+            raise  # our own pool is full: the server is not at fault
+        except httpx.TransportError as exc:
+            if request.method == "POST":
+                self._on_lost(exc)
+            raise
+        if request.method == "POST" and isinstance(response.stream, httpx.AsyncByteStream):
+            response.stream = _WatchedStream(response.stream, self._on_lost)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
 @contextlib.asynccontextmanager
-async def open_transport(server: McpServer) -> AsyncIterator[tuple[ReadStream, WriteStream]]:
-    """The SDK transport for ``server``: enter and exit it in one task."""
+async def open_transport(
+    server: McpServer, on_lost: OnLost | None = None
+) -> AsyncIterator[tuple[ReadStream, WriteStream]]:
+    """The SDK transport for ``server``: enter and exit it in one task.
+
+    ``on_lost`` is called (from an SDK task) when an HTTP server stops answering on the
+    wire; stdio transports report a dead process by closing their streams instead.
+    """
     transport = server.transport
     if isinstance(transport, HttpTransport):
         read_timeout = MCP_DEFAULT_SSE_READ_TIMEOUT
         if server.call_timeout is not None:
             read_timeout = max(read_timeout, server.call_timeout + 30.0)
-        client = create_mcp_http_client(
+        wire: httpx.AsyncBaseTransport = httpx.AsyncHTTPTransport()
+        if on_lost is not None:
+            wire = WatchedTransport(wire, on_lost)
+        client = httpx.AsyncClient(
             headers=dict(transport.headers) or None,
             timeout=httpx.Timeout(server.connect_timeout, read=read_timeout),
+            transport=wire,
         )
         gate = PostGate()
         client.event_hooks = {"request": [gate.on_request], "response": []}
@@ -155,7 +224,9 @@ class PostGate:
 
 
 @contextlib.asynccontextmanager
-async def open_session(server: McpServer) -> AsyncIterator[ClientSession]:
+async def open_session(
+    server: McpServer, on_lost: OnLost | None = None
+) -> AsyncIterator[ClientSession]:
     """Transport plus ``ClientSession``, entered and exited by the calling task.
 
     No sampling, elicitation or roots callbacks: a server cannot drive the host's model
@@ -163,7 +234,7 @@ async def open_session(server: McpServer) -> AsyncIterator[ClientSession]:
     error).
     """
     async with (
-        open_transport(server) as (read, write),
+        open_transport(server, on_lost) as (read, write),
         ClientSession(read, write, client_info=_CLIENT_INFO) as session,
     ):
         yield session
