@@ -104,18 +104,53 @@ class Program(Protocol):
     def search(self, data: bytes, start: int, stop: int) -> int | None: ...
 
 
+_PLAIN_CHARS = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-,:/=<>'\"@#%&~!;"
+)
+_ESCAPED_PUNCTUATION = frozenset("()[]{}.*+?|\\^$/-")
+
+
+def required_prefix(pattern: str) -> bytes:
+    """Bytes every match of the RE2 ``pattern`` starts with (case-sensitive), or ``b""``.
+
+    Deliberately conservative: only a leading run of plain ASCII characters and escaped
+    punctuation counts, a quantifier takes back the character it applies to, and any
+    ``|`` in the pattern (an alternative may start otherwise) gives no prefix.
+    """
+    if "|" in pattern:
+        return b""
+    chars: list[str] = []
+    index = 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char in _PLAIN_CHARS:
+            chars.append(char)
+            index += 1
+        elif char == "\\" and pattern[index + 1 : index + 2] in _ESCAPED_PUNCTUATION:
+            chars.append(pattern[index + 1])
+            index += 2
+        else:
+            break
+    if index < len(pattern) and pattern[index] in "*+?{" and chars:
+        chars.pop()
+    return "".join(chars).encode("ascii")
+
+
 class Re2Program:
     """A compiled RE2 pattern, matched on bytes through the binding's program directly.
 
     The ``re2`` module's Python-level match objects cost 7-30 us per call (offsets are
     mapped back to characters for ``str``); a search here is one call into C (about
-    3 us) that returns byte offsets, which is what the walk and grep need.
+    3 us) that returns byte offsets, which is what the walk and grep need. ``prefix``,
+    when not empty, is a literal every match starts with: a search first skips to it
+    with ``bytes.find`` (a file without it costs no RE2 call at all).
     """
 
-    __slots__ = ("_program",)
+    __slots__ = ("_program", "prefix")
 
-    def __init__(self, pattern: str, options: re2.Options) -> None:
+    def __init__(self, pattern: str, options: re2.Options, *, prefix: bytes = b"") -> None:
         self._program = re2.compile(pattern, options)._regexp  # raises re2.error
+        self.prefix = prefix
 
     def search(self, data: bytes, start: int, stop: int) -> int | None:
         """Where the first match inside ``data[start:stop]`` starts (anchors see all of
@@ -131,6 +166,7 @@ class LiteralProgram:
     """A case-sensitive literal: ``bytes.find`` is linear and needs no regex engine."""
 
     __slots__ = ("_needle",)
+    prefix = b""  # the search is a find already
 
     def __init__(self, text: str) -> None:
         self._needle = text.encode("utf-8")
@@ -531,6 +567,13 @@ class _GrepState:
         length = len(data)
         search = self.regex.search
         abort = self.abort
+        prefix = getattr(self.regex, "prefix", b"")
+        if prefix:
+            # Every match starts with the prefix: the first one starts at or after it.
+            candidate = data.find(prefix, position)
+            if candidate < 0:
+                return None
+            position = candidate
         while True:
             if abort is not None and abort.is_set():
                 check_abort(abort, "grep")
@@ -695,8 +738,9 @@ def compile_search(pattern: str, *, literal: bool, case_insensitive: bool) -> Pr
             raise PatternError(pattern, "the pattern is not valid Unicode text") from error
     options = _re2_options(case_insensitive=case_insensitive)
     options.literal = literal
+    prefix = b"" if literal or case_insensitive else required_prefix(pattern)
     try:
-        return Re2Program(pattern if literal else "(?m)" + pattern, options)
+        return Re2Program(pattern if literal else "(?m)" + pattern, options, prefix=prefix)
     except re2.error as error:
         raise PatternError(pattern, _describe_re2_error(error)) from error
     except UnicodeEncodeError as error:
