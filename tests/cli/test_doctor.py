@@ -165,3 +165,14 @@ def test_doctor_probe_reports_a_crashing_probe(tmp_path: Path) -> None:
     cached = by_name(json.loads(again.stdout))["buffer_types"]
     assert (cached["ok"], cached["extra_buffers"], cached["source"]) == (True, False, "cache")
     assert "SIGILL" in cached["reason"]
+
+
+def test_doctor_shows_escapes_in_file_names_instead_of_obeying_them(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / ".\x1b]0;pwned\x07.emelex-tmp-0123456789ab").write_bytes(b"x")
+    result = doctor(
+        "--workspace", str(workspace), env={"EMELEX_HOME": str(tmp_path / "h")}, cwd=tmp_path
+    )
+    assert result.returncode == 1
+    assert "\x1b]0;" not in result.stdout and "\\x1b]0;pwned\\x07" in result.stdout

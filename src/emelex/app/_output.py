@@ -23,7 +23,6 @@ Every turn involved is an ordinary committed turn, so history stays structurally
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
@@ -47,7 +46,22 @@ MAX_OUTPUT_PROBLEM_CHARS = 600
 #: Longest answer text that is parsed at all.
 MAX_OUTPUT_CHARS = 1_000_000
 
-_FENCE = re.compile(r"\A```[A-Za-z0-9_-]*\s*\n(?P<body>.*?)\n?```\Z", re.DOTALL)
+_FENCE_LANGUAGE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+
+
+def unfence(body: str) -> str:
+    """``body`` without a surrounding Markdown code fence (```` ```json ... ``` ````), or
+    ``body`` itself. Plain string operations: the text is the model's, and a regex with
+    two adjacent variable runs backtracks quadratically on it."""
+    if not (body.startswith("```") and body.endswith("```")) or len(body) < 7:
+        return body
+    newline = body.find("\n", 3)
+    if newline < 0:
+        return body
+    header = body[3:newline]
+    if not set(header.rstrip()) <= _FENCE_LANGUAGE:
+        return body
+    return body[newline + 1 : -3]
 
 
 def _bounded(text: str, limit: int) -> str:
@@ -89,9 +103,7 @@ class OutputSpec:
         if len(text) > MAX_OUTPUT_CHARS:
             return None, f"the answer is longer than {MAX_OUTPUT_CHARS} characters"
         body = text.strip()
-        fenced = _FENCE.match(body)
-        if fenced is not None:
-            body = fenced.group("body").strip()
+        body = unfence(body).strip()
         try:
             data = json.loads(body)
         except ValueError as exc:

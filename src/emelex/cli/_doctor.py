@@ -20,6 +20,7 @@ import trio
 
 from emelex._errors import EmelexError
 from emelex._version import __version__
+from emelex.cli._render import safe
 
 _MIN_PYTHON: Final = (3, 11)
 _MIN_LLAMA_CPP: Final = (0, 3, 36)
@@ -407,7 +408,8 @@ async def doctor_command(args: argparse.Namespace) -> int:
             mark = "\x1b[32m✓\x1b[0m" if check.ok else "\x1b[31m✗\x1b[0m"
             if not sys.stdout.isatty():
                 mark = "✓" if check.ok else "✗"
-            print(f"{mark} {check.name:<19} {check.summary}")
+            # Summaries name files of the workspace: shown, never obeyed by the terminal.
+            print(f"{mark} {check.name:<19} {safe(check.summary)}")
             if not check.ok and check.fix:
-                print(f"  {'':<19} → {check.fix}")
+                print(f"  {'':<19} → {safe(check.fix)}")
     return 0 if ok else 1
