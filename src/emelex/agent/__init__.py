@@ -59,7 +59,8 @@ from emelex.agent._events import (
     TurnFailed,
     TurnStarted,
 )
-from emelex.agent._session import AgentSession, EventConsumer
+from emelex.agent._session import AgentSession
+from emelex.agent._turn import EventConsumer
 from emelex.agent._turn_core import (
     DEFAULT_MAX_ROUNDS,
     REFUSED_CALLS_KEPT,

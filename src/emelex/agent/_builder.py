@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -21,16 +21,10 @@ from emelex.agent._errors import (
     InvalidWorkspace,
 )
 from emelex.agent._history import has_tool_history, strip_reasoning, validate_history
+from emelex.agent._options import check_options_capabilities
 from emelex.agent._tool_table import ToolTable
 from emelex.agent._turn_core import DEFAULT_MAX_ROUNDS, check_max_rounds
-from emelex.model import (
-    UNSET,
-    AgentModel,
-    Capabilities,
-    Client,
-    GenerationOptions,
-    Message,
-)
+from emelex.model import AgentModel, Client, GenerationOptions, Message
 from emelex.tools import AgentTool, BuiltinSettings
 from emelex.tools.workspace import Workspace, WorkspaceError
 
@@ -46,20 +40,6 @@ MAX_SHELL_TIMEOUT_SECONDS = 20 * 60
 DEFAULT_MAX_TOKENS = 1024
 
 
-def thinking_requested(options: GenerationOptions) -> bool:
-    reasoning = options.reasoning
-    return reasoning is not UNSET and reasoning.mode != "off"
-
-
-def check_options_capabilities(options: GenerationOptions, capabilities: Capabilities) -> None:
-    """Raise CapabilityMissing when ``options`` ask for thinking the model proves it
-    cannot toggle. Unknown capabilities defer."""
-    if thinking_requested(options) and capabilities.thinking_toggle is False:
-        raise CapabilityMissing(
-            "reasoning is requested but the model's chat template has no thinking toggle"
-        )
-
-
 @attrs.frozen
 class Resolved:
     """The outcome of resolving a builder (shared by ``build`` and the snapshot)."""
@@ -71,16 +51,57 @@ class Resolved:
     snapshot: AgentAuthoritySnapshot
 
 
+@attrs.frozen
+class SessionParts:
+    """Everything a session is made of, validated: what :meth:`AgentSessionBuilder.build`
+    hands to the session factory."""
+
+    session_id: str
+    client: Client
+    resolved: Resolved
+    approval: ApprovalPolicy
+    options: GenerationOptions
+    ceilings: ResourceCeilings
+    max_rounds: int
+    default_max_tokens: int | None
+
+
+@attrs.frozen
+class _Prepared:
+    """Built-in tools made ready by the caller, and the settings they were made for."""
+
+    settings: BuiltinSettings
+    tools: tuple[AgentTool, ...]
+
+
 class AgentSessionBuilder:
     """Collects a session's configuration; :meth:`build` validates all of it.
 
-    Every setter returns the builder. :meth:`authority_snapshot` resolves exactly what
-    :meth:`build` would, without building.
+    Create it with :meth:`AgentSession.builder`. Every setter returns the builder.
+    :meth:`authority_snapshot` resolves exactly what :meth:`build` would, without
+    building.
+
+    ``workspace`` is a directory (opened when the builder resolves, closed with the
+    session) or an open :class:`~emelex.tools.workspace.Workspace`: the session then
+    uses that one and closes it when it closes (a failed ``build`` leaves it open, for
+    its owner to close). The ``include_*``/``shell_*``/``web_*`` setters choose the
+    default built-in tools the builder makes itself; :meth:`prepared_builtins` gives
+    ready-made ones instead (the application layer's guarded tools).
     """
 
-    def __init__(self, client: Client | AgentModel, workspace: str | os.PathLike[str]) -> None:
+    def __init__(
+        self,
+        client: Client | AgentModel,
+        workspace: str | os.PathLike[str] | Workspace,
+        *,
+        session_factory: Callable[[SessionParts], AgentSession],
+    ) -> None:
         self._client = client if isinstance(client, Client) else Client(client)
-        self._workspace = os.fspath(workspace)
+        self._workspace: str | Workspace = (
+            workspace if isinstance(workspace, Workspace) else os.fspath(workspace)
+        )
+        self._session_factory = session_factory
+        self._prepared: _Prepared | None = None
         self._system_prompt: str | None = None
         self._history: tuple[Message, ...] = ()
         self._tools: list[AgentTool] = []
@@ -177,6 +198,18 @@ class AgentSessionBuilder:
             raise ValueError("shell_output_bytes must be positive")
         return self._builtin(shell_output_bytes=limit)
 
+    def prepared_builtins(
+        self, settings: BuiltinSettings, tools: Iterable[AgentTool]
+    ) -> AgentSessionBuilder:
+        """Register ``tools`` as the session's built-in tools, made by the caller for
+        ``settings`` (which the authority snapshot records), instead of the ones the
+        builder would make. The ``include_*``/``shell_*``/``web_*`` setters then have no
+        effect. Used by the application layer, which decides what a session may do."""
+        if not isinstance(settings, BuiltinSettings):
+            raise TypeError(f"prepared_builtins needs BuiltinSettings, got {settings!r}")
+        self._prepared = _Prepared(settings, tuple(tools))
+        return self
+
     def ceilings(self, ceilings: ResourceCeilings) -> AgentSessionBuilder:
         self._ceilings = ceilings
         return self
@@ -204,7 +237,12 @@ class AgentSessionBuilder:
         return self._ceiling(max_tool_argument_bytes=n)
 
     # -- resolution -----------------------------------------------------------------------
+    def _builtin_settings(self) -> BuiltinSettings:
+        return self._builtins if self._prepared is None else self._prepared.settings
+
     def _builtin_tools(self, workspace: Workspace) -> Sequence[AgentTool]:
+        if self._prepared is not None:
+            return self._prepared.tools
         from emelex.tools.builtin import builtin_tools
 
         try:
@@ -213,6 +251,10 @@ class AgentSessionBuilder:
             raise InvalidToolDeclaration(str(exc)) from exc
 
     def _resolve(self) -> Resolved:
+        if isinstance(self._workspace, Workspace):
+            if self._workspace.closed:
+                raise InvalidWorkspace(f"workspace {self._workspace.root!r} is closed")
+            return self._resolve_with(self._workspace)  # its owner closes it on failure
         try:
             workspace = Workspace.open(self._workspace)
         except WorkspaceError as exc:
@@ -274,7 +316,7 @@ class AgentSessionBuilder:
         snapshot = AgentAuthoritySnapshot(
             workspace=WorkspaceIdentity(workspace.root, workspace.device, workspace.inode),
             tools=tools,
-            builtins=self._builtins,
+            builtins=self._builtin_settings(),
             ceilings=self._ceilings,
         )
         return Resolved(workspace, table, history, strip, snapshot)
@@ -285,17 +327,16 @@ class AgentSessionBuilder:
         Does not consume the builder; raises the same errors ``build`` would.
         """
         resolved = self._resolve()
-        resolved.workspace.close()
+        if not isinstance(self._workspace, Workspace):
+            resolved.workspace.close()
         return resolved.snapshot
 
     def build(self) -> AgentSession:
         """Validate everything and return the session. Raises :class:`AgentError`
         subclasses (InvalidWorkspace, InvalidToolDeclaration, InvalidHistory,
         ConfigurationConflict, CapabilityMissing, CeilingExceeded)."""
-        from emelex.agent._session import AgentSession
-
         resolved = self._resolve()
-        return AgentSession(
+        parts = SessionParts(
             session_id=self._session_id or new_id(),
             client=self._client,
             resolved=resolved,
@@ -305,6 +346,12 @@ class AgentSessionBuilder:
             max_rounds=self._max_rounds,
             default_max_tokens=self._default_max_tokens,
         )
+        try:
+            return self._session_factory(parts)
+        except BaseException:
+            if not isinstance(self._workspace, Workspace):
+                resolved.workspace.close()
+            raise
 
 
 def _by_name(entry: Any) -> str:
