@@ -45,6 +45,7 @@ from emelex.app._errors import (
 )
 from emelex.app._output import DEFAULT_OUTPUT_RETRIES, OutputSpec, TypedTurn, check_retries
 from emelex.app._policy import WorkspacePolicy
+from emelex.app._skill import Skill, skill_files
 from emelex.model import AgentModel, Client, GenerationOptions
 from emelex.tools import AgentTool
 
@@ -71,16 +72,6 @@ class SeedFile:
     @property
     def parts(self) -> tuple[str, ...]:
         return tuple(self.path.split("/"))
-
-
-@attrs.frozen
-class Skill:
-    """Instructions for one kind of work, offered by name and description and loaded
-    on demand (the ``skills`` capability or a worker harness)."""
-
-    name: str
-    description: str
-    instructions: str
 
 
 def _seed_path(path: Any) -> str:
@@ -171,34 +162,6 @@ class Agent:
     @staticmethod
     def builder() -> AgentBuilder:
         return AgentBuilder()
-
-    @staticmethod
-    def load(
-        path: str | os.PathLike[str],
-        *,
-        bindings: Mapping[str, Client | AgentModel] | None = None,
-        approver: ApprovalPolicy | None = None,
-    ) -> Agent:
-        """Load an agent package (see ``docs/app/packages.md``)."""
-        from emelex.app._package import load_agent
-
-        return load_agent(path, bindings=bindings, approver=approver)
-
-    def export(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        description: str | None = None,
-        version: str | None = None,
-        binding: str | None = None,
-        preset: str | None = None,
-    ) -> None:
-        """Write this agent as a package (deterministic; see ``docs/app/packages.md``)."""
-        from emelex.app._package import export_agent
-
-        export_agent(
-            self, path, description=description, version=version, binding=binding, preset=preset
-        )
 
     @overload
     def run_sync(
@@ -351,8 +314,17 @@ class AgentBuilder:
         self._plugins.append(path)
         return self
 
-    def skill(self, name: str, description: str, instructions: str) -> AgentBuilder:
-        self._skills.append(Skill(name, description, instructions))
+    def skill(
+        self,
+        name: str,
+        description: str,
+        instructions: str,
+        *,
+        files: Mapping[str, str | bytes] | None = None,
+    ) -> AgentBuilder:
+        """Add a skill; ``files`` (path -> text or bytes) are its other files, which the
+        model reads through ``load_skill``. Bad file paths and bounds raise here."""
+        self._skills.append(Skill(name, description, instructions, skill_files(name, files)))
         return self
 
     def options(self, options: GenerationOptions) -> AgentBuilder:

@@ -45,6 +45,7 @@ from emelex.app._events import DEFAULT_EVENT_BUFFER, EventHub, EventStream, Gate
 from emelex.app._harness import Harness, skills_section
 from emelex.app._inspect import SessionContext, next_request
 from emelex.app._output import OutputSpec, TypedTurn, check_retries, run_typed_turn
+from emelex.app._skill import load_skill_tool
 from emelex.app._tasks import (
     TASKS_SECTION,
     ReadTasksTool,
@@ -56,7 +57,6 @@ from emelex.app._tasks import (
 from emelex.model import AgentModel, Client, GenerationOptions, Message
 from emelex.runtime import AgentCancellation, run_in_worker
 from emelex.tools import AgentTool, BuiltinSettings
-from emelex.tools._function import FunctionTool
 from emelex.tools.workspace import Workspace, WorkspaceError
 
 if TYPE_CHECKING:
@@ -180,30 +180,6 @@ class _Assembly:
     @property
     def all_tools(self) -> list[AgentTool]:
         return [*self.builtins, *self.tools]
-
-
-def _load_skill_tool(agent: Agent) -> FunctionTool:
-    skills = {skill.name: skill for skill in agent.skills}
-
-    async def load(arguments: dict[str, Any]) -> str:
-        skill = skills[arguments["name"]]
-        return f"# Skill: {skill.name}\n\n{skill.instructions}"
-
-    schema = {
-        "type": "object",
-        "properties": {
-            "name": {
-                "type": "string",
-                "enum": list(skills),
-                "description": "The skill to load.",
-            }
-        },
-        "required": ["name"],
-        "additionalProperties": False,
-    }
-    return FunctionTool(
-        "load_skill", "Load the full instructions of one skill, by name.", schema, load
-    )
 
 
 class SessionStarter:
@@ -403,7 +379,7 @@ class SessionStarter:
             assembly.add(tool, source, builtin=True)
         assembly.prompt.extend(made.prompt)
         if "skills" in builtins:
-            assembly.add(_load_skill_tool(agent), "the skills")
+            assembly.add(load_skill_tool(agent.skills), "the skills")
             assembly.prompt.append(skills_section(agent.skills))
         if board is not None:
             assembly.add(UpdateTasksTool(board), "the task tools")

@@ -32,10 +32,10 @@ from typing import Any
 
 import attrs
 
-from emelex.app._agent import Skill
 from emelex.app._budget import DEFAULT_CONTEXT_TOKENS, ContextBudget, UsageBudget
 from emelex.app._errors import InvalidBudget
 from emelex.app._policy import WorkspacePolicy
+from emelex.app._skill import Skill
 
 CONVERSATION_SECTION = (
     "## Conversation\n"

@@ -207,14 +207,11 @@ async def _run_package(
     """One turn of an agent package through the Engine (its preset, policy and skills),
     events consumed concurrently from the session's bounded stream. ``--workspace``
     binds the session to that directory instead of the package's private workspace."""
-    from emelex.app import Engine, McpIntegration, PluginIntegration
-    from emelex.app._package import load_agent, package_harness, package_info
+    from emelex.app import Engine, McpIntegration, PluginIntegration, load_package
 
-    probe = load_agent(args.agent_dir)
-    info = package_info(probe)
-    binding = info.binding if info is not None else "default"
-    agent = load_agent(args.agent_dir, bindings={binding: loaded.client}, approver=policy)
-    harness = package_harness(agent)
+    binding = load_package(args.agent_dir).info.binding
+    package = load_package(args.agent_dir, bindings={binding: loaded.client}, approver=policy)
+    agent, harness = package.agent, package.harness()
     if args.workspace:
         agent = _bind_workspace(agent, args.workspace)
     consume = _Consumer(args, policy)
