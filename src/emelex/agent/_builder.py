@@ -22,7 +22,12 @@ from emelex.agent._errors import (
 )
 from emelex.agent._history import has_tool_history, strip_reasoning, validate_history
 from emelex.agent._tool_table import ToolTable
-from emelex.agent._turn_core import DEFAULT_MAX_ROUNDS, check_max_rounds
+from emelex.agent._turn_core import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_MAX_ROUNDS,
+    check_max_retries,
+    check_max_rounds,
+)
 from emelex.model import (
     UNSET,
     AgentModel,
@@ -91,6 +96,7 @@ class AgentSessionBuilder:
         self._session_id: str | None = None
         self._web_search_provider: Any = None
         self._max_rounds = DEFAULT_MAX_ROUNDS
+        self._max_retries = DEFAULT_MAX_RETRIES
         self._default_max_tokens: int | None = DEFAULT_MAX_TOKENS
 
     # -- configuration --------------------------------------------------------------------
@@ -123,6 +129,15 @@ class AgentSessionBuilder:
         after its last round raises RoundLimitExceeded instead of asking again."""
         check_max_rounds(n)
         self._max_rounds = n
+        return self
+
+    def max_retries(self, n: int) -> AgentSessionBuilder:
+        """Most rounds of a turn in which the model gets corrections (default 6): invalid
+        or unparsable arguments, unknown tools, ``RetryWithFeedback``. The next round
+        that needs one fails the turn with RetryBudgetExhausted. Each tool has its own
+        budget too (its ``max_retries``, default 3)."""
+        check_max_retries(n)
+        self._max_retries = n
         return self
 
     def default_max_tokens(self, n: int | None) -> AgentSessionBuilder:
@@ -303,6 +318,7 @@ class AgentSessionBuilder:
             options=self._options,
             ceilings=self._ceilings,
             max_rounds=self._max_rounds,
+            max_retries=self._max_retries,
             default_max_tokens=self._default_max_tokens,
         )
 

@@ -41,10 +41,12 @@ from emelex.agent._events import (
 from emelex.agent._history import referenced_tools
 from emelex.agent._tool_table import RegisteredTool
 from emelex.agent._turn_core import (
+    DEFAULT_MAX_RETRIES,
     DEFAULT_MAX_ROUNDS,
     AgentTurn,
     PlannedCall,
     TurnCore,
+    check_max_retries,
     check_max_rounds,
 )
 from emelex.model import (
@@ -69,7 +71,13 @@ from emelex.runtime import (
     CancellationPolicy,
     Supervisor,
 )
-from emelex.tools import ToolCancellationPolicy, ToolInvocation, ToolOutput
+from emelex.tools import (
+    ArgumentConversionError,
+    RetryWithFeedback,
+    ToolCancellationPolicy,
+    ToolInvocation,
+    ToolOutput,
+)
 
 if TYPE_CHECKING:
     from emelex.agent._builder import AgentSessionBuilder, Resolved
@@ -189,6 +197,7 @@ class AgentSession:
         ceilings: ResourceCeilings,
         max_rounds: int = DEFAULT_MAX_ROUNDS,
         default_max_tokens: int | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> None:
         self.session_id = session_id
         self._client = client
@@ -206,6 +215,8 @@ class AgentSession:
         self._ceilings = ceilings
         check_max_rounds(max_rounds)
         self._max_rounds = max_rounds
+        check_max_retries(max_retries)
+        self._max_retries = max_retries
         self.default_max_tokens = default_max_tokens
         self._busy = False
         self._closed = False
@@ -246,6 +257,17 @@ class AgentSession:
     def max_rounds(self, value: int) -> None:
         check_max_rounds(value)
         self._max_rounds = value
+
+    @property
+    def max_retries(self) -> int:
+        """Most rounds of a turn in which the model gets corrections (invalid arguments,
+        ``RetryWithFeedback``, ...); settable between turns (a non-negative int)."""
+        return self._max_retries
+
+    @max_retries.setter
+    def max_retries(self, value: int) -> None:
+        check_max_retries(value)
+        self._max_retries = value
 
     @property
     def workspace(self) -> Workspace:
@@ -363,6 +385,7 @@ class AgentSession:
             ceilings=self._ceilings,
             max_rounds=self.max_rounds,
             history_costs=self._costs,
+            max_retries=self._max_retries,
         )
         request, _events = core.begin_round()
         return request
@@ -496,6 +519,12 @@ class AgentSession:
         entry = item.tool
         try:
             reason = entry.tool.approval_reason(call.arguments)
+        except (ArgumentConversionError, RetryWithFeedback) as exc:
+            # The model can fix this one: arguments that do not convert, or a rule's
+            # explicit request for a correction.
+            output = ToolOutput.feedback(_bounded(f"{call.name}: {exc}"))
+            sink.emit_all(core.record_result(call.id, output, False))
+            return
         except Exception as exc:
             message = _bounded(f"tool {call.name!r} could not describe its action: {exc}")
             sink.emit_all(core.record_result(call.id, ToolOutput.error(message), False))
@@ -528,6 +557,7 @@ class AgentSession:
             core.turn_id,
             self.session_id,
             approved=approved,
+            validated=True,  # by the turn core, against the tool table's schema
             progress_sink=lambda message, done, total: sink.emit_all(
                 [ToolProgress(core.turn_id, call.id, message, done, total)]
             ),
@@ -638,6 +668,8 @@ class AgentSession:
 
 
 def _as_output(name: str, value: object, error: BaseException | None) -> ToolOutput:
+    if isinstance(error, RetryWithFeedback):
+        return ToolOutput.feedback(_bounded(str(error)))
     if error is not None:
         return ToolOutput.error(_bounded(f"tool {name!r} failed: {type(error).__name__}: {error}"))
     if isinstance(value, ToolOutput):
