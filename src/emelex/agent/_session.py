@@ -433,6 +433,7 @@ class AgentSession:
             ceilings=self._ceilings,
             max_rounds=self.max_rounds,
             history_costs=self._costs,
+            max_retries=self._max_retries,
         )
         sink = _EventSink(on_event)
         supervisor = Supervisor.current()

@@ -9,9 +9,9 @@ takes from the result:
 * the description is the first paragraph, its lines joined with single spaces;
 * a parameter's description is its text with whitespace collapsed; ``x, y : float``
   (NumPy) describes both names, ``*args`` is ``args``; the first mention wins;
-* a docstring longer than :data:`MAX_DOCSTRING_CHARS` is cut before parsing, and one
-  the library cannot parse still gives its first paragraph (a docstring never stops a
-  function from becoming a tool).
+* a docstring longer than :data:`MAX_DOCSTRING_CHARS` is cut (at a line end) before
+  parsing; a malformed entry is skipped, and a docstring no style can parse still gives
+  its first paragraph (a docstring never stops a function from becoming a tool).
 """
 
 from __future__ import annotations
@@ -44,13 +44,24 @@ _EXTRA_PARAMETER_HEADERS: Final = (
     "Other Arguments",
 )
 _MULTIPLE: Final = docstring_parser.google.SectionType.MULTIPLE
-_google = docstring_parser.google.GoogleParser(
+
+
+class _TolerantGoogleParser(docstring_parser.google.GoogleParser):
+    """Google style where one malformed entry (no colon) is skipped, as emelex's own
+    parser always did, instead of failing the whole docstring."""
+
+    def _build_meta(self, text: str, title: str) -> docstring_parser.DocstringMeta:
+        try:
+            return super()._build_meta(text, title)
+        except docstring_parser.ParseError:
+            return docstring_parser.DocstringMeta(args=["unparsed"], description=text)
+
+
+_google = _TolerantGoogleParser(
     [
         *docstring_parser.google.DEFAULT_SECTIONS,
         *(
-            docstring_parser.google.Section(
-                title, "param", docstring_parser.google.SectionType.MULTIPLE
-            )
+            docstring_parser.google.Section(title, "param", _MULTIPLE)
             for title in _EXTRA_PARAMETER_HEADERS
         ),
     ]
@@ -93,7 +104,10 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     docs for the rules)."""
     if not doc:
         return "", {}
-    text = inspect.cleandoc(doc[:MAX_DOCSTRING_CHARS])
+    if len(doc) > MAX_DOCSTRING_CHARS:
+        # Cut at a line end, so the last entry kept is whole.
+        doc = doc[: doc.rfind("\n", 0, MAX_DOCSTRING_CHARS) + 1 or MAX_DOCSTRING_CHARS]
+    text = inspect.cleandoc(doc)
     try:
         parsed = _parse(text)
     except docstring_parser.ParseError:
