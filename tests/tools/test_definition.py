@@ -16,6 +16,7 @@ from emelex.app._agent import check_tool
 from emelex.testing import ScriptedTool
 from emelex.tools import (
     TOOL_NAME,
+    ArgumentConversionError,
     ArgumentValidator,
     FunctionTool,
     InvalidToolFunction,
@@ -34,12 +35,14 @@ async def _handler(arguments: dict[str, Any]) -> str:
 
 
 def verdicts(name: str, schema: Any) -> dict[str, bool]:
-    """Whether each of the four declaration checks accepts ``(name, schema)``."""
+    """Whether each of the four declaration checks accepts ``(name, schema)`` (a
+    FunctionTool checks its schema when it first validates arguments on its own)."""
     out: dict[str, bool] = {}
     try:
-        FunctionTool(name, "", schema, _handler)
+        made = FunctionTool(name, "", schema, _handler)
+        made.convert({"n": 1})
         out["function"] = True
-    except InvalidToolFunction:
+    except (InvalidToolFunction, ArgumentConversionError):
         out["function"] = False
     try:
         ToolTable([ScriptedTool(name, schema=schema)])

@@ -124,9 +124,6 @@ class FunctionTool:
             parameters = json.loads(json.dumps(schema, allow_nan=False))
         except (TypeError, ValueError) as exc:
             raise InvalidToolFunction(f"tool {name!r}: the schema is not JSON ({exc})") from exc
-        problem = tool_schema_problem(parameters)
-        if problem is not None:
-            raise InvalidToolFunction(f"tool {name!r}: {problem}")
         if not callable(handler):
             raise InvalidToolFunction(f"tool {name!r}: the handler is not callable")
         self._definition = ToolDefinition(name, description, parameters)
@@ -249,6 +246,11 @@ class FunctionTool:
     # -- arguments ------------------------------------------------------------------------
     def _check(self, arguments: Mapping[str, Any]) -> None:
         if self._validator is None:
+            # Checked here, not in the constructor: a session's tool table (or
+            # Agent.build) refuses a bad schema when the tool is registered.
+            problem = tool_schema_problem(self._definition.parameters)
+            if problem is not None:
+                raise ArgumentConversionError(f"the tool's schema is invalid: {problem}")
             self._validator = ArgumentValidator(self._definition.parameters)
         problem = self._validator.problem(arguments)
         if problem is not None:
