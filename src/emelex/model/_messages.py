@@ -153,7 +153,7 @@ class ToolCall:
     arguments_error: str | None = attrs.field(
         default=None,
         kw_only=True,
-        validator=attrs.validators.optional(attrs.validators.instance_of(str)),
+        validator=attrs.validators.optional(_nonempty_str("ToolCall.arguments_error")),
     )
 
 
