@@ -279,6 +279,7 @@ def test_a_tool_call_may_carry_why_its_arguments_did_not_parse() -> None:
     call = ToolCall("c", "f", {}, arguments_error="not valid JSON")
     assert call.arguments_error == "not valid JSON" and call.arguments == {}
     assert ToolCall("c", "f", {}).arguments_error is None
+    bad: Any
     for bad in ("", 3):
         with pytest.raises(InvalidMessage, match="arguments_error"):
             ToolCall("c", "f", {}, arguments_error=bad)
