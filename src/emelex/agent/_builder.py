@@ -23,8 +23,18 @@ from emelex.agent._errors import (
 from emelex.agent._history import has_tool_history, strip_reasoning, validate_history
 from emelex.agent._options import check_options_capabilities
 from emelex.agent._tool_table import ToolTable
-from emelex.agent._turn_core import DEFAULT_MAX_ROUNDS, check_max_rounds
-from emelex.model import AgentModel, Client, GenerationOptions, Message
+from emelex.agent._turn_core import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_MAX_ROUNDS,
+    check_max_retries,
+    check_max_rounds,
+)
+from emelex.model import (
+    AgentModel,
+    Client,
+    GenerationOptions,
+    Message,
+)
 from emelex.tools import AgentTool, BuiltinSettings
 from emelex.tools.workspace import Workspace, WorkspaceError
 
@@ -64,6 +74,7 @@ class SessionParts:
     ceilings: ResourceCeilings
     max_rounds: int
     default_max_tokens: int | None
+    max_retries: int = DEFAULT_MAX_RETRIES
 
 
 @attrs.frozen
@@ -112,6 +123,7 @@ class AgentSessionBuilder:
         self._session_id: str | None = None
         self._web_search_provider: Any = None
         self._max_rounds = DEFAULT_MAX_ROUNDS
+        self._max_retries = DEFAULT_MAX_RETRIES
         self._default_max_tokens: int | None = DEFAULT_MAX_TOKENS
 
     # -- configuration --------------------------------------------------------------------
@@ -144,6 +156,15 @@ class AgentSessionBuilder:
         after its last round raises RoundLimitExceeded instead of asking again."""
         check_max_rounds(n)
         self._max_rounds = n
+        return self
+
+    def max_retries(self, n: int) -> AgentSessionBuilder:
+        """Most rounds of a turn in which the model gets corrections (default 6): invalid
+        or unparsable arguments, unknown tools, ``RetryWithFeedback``. The next round
+        that needs one fails the turn with RetryBudgetExhausted. Each tool has its own
+        budget too (its ``max_retries``, default 3)."""
+        check_max_retries(n)
+        self._max_retries = n
         return self
 
     def default_max_tokens(self, n: int | None) -> AgentSessionBuilder:
@@ -344,6 +365,7 @@ class AgentSessionBuilder:
             options=self._options,
             ceilings=self._ceilings,
             max_rounds=self._max_rounds,
+            max_retries=self._max_retries,
             default_max_tokens=self._default_max_tokens,
         )
         try:

@@ -21,7 +21,7 @@ from emelex.agent._errors import (
 from emelex.agent._history import referenced_tools
 from emelex.agent._options import check_options_capabilities
 from emelex.agent._turn import EventConsumer, TurnDriver, turn_failure
-from emelex.agent._turn_core import AgentTurn, TurnCore, check_max_rounds
+from emelex.agent._turn_core import AgentTurn, TurnCore, check_max_retries, check_max_rounds
 from emelex.model import (
     AudioPart,
     Client,
@@ -86,6 +86,8 @@ class AgentSession:
         self._ceilings = parts.ceilings
         check_max_rounds(parts.max_rounds)
         self._max_rounds = parts.max_rounds
+        check_max_retries(parts.max_retries)
+        self._max_retries = parts.max_retries
         self.default_max_tokens = parts.default_max_tokens
         self._driver = TurnDriver(
             session_id=parts.session_id,
@@ -132,6 +134,17 @@ class AgentSession:
     def max_rounds(self, value: int) -> None:
         check_max_rounds(value)
         self._max_rounds = value
+
+    @property
+    def max_retries(self) -> int:
+        """Most rounds of a turn in which the model gets corrections (invalid arguments,
+        ``RetryWithFeedback``, ...); settable between turns (a non-negative int)."""
+        return self._max_retries
+
+    @max_retries.setter
+    def max_retries(self, value: int) -> None:
+        check_max_retries(value)
+        self._max_retries = value
 
     @property
     def workspace(self) -> Workspace:
@@ -249,6 +262,7 @@ class AgentSession:
             ceilings=self._ceilings,
             max_rounds=self.max_rounds,
             history_costs=self._costs,
+            max_retries=self._max_retries,
         )
         request, _events = core.begin_round()
         return request
@@ -296,6 +310,7 @@ class AgentSession:
             ceilings=self._ceilings,
             max_rounds=self.max_rounds,
             history_costs=self._costs,
+            max_retries=self._max_retries,
         )
         supervisor = Supervisor.current()
         self._busy = True

@@ -44,7 +44,13 @@ from emelex.runtime import (
     CancellationPolicy,
     Supervisor,
 )
-from emelex.tools import ToolCancellationPolicy, ToolInvocation, ToolOutput
+from emelex.tools import (
+    ArgumentConversionError,
+    RetryWithFeedback,
+    ToolCancellationPolicy,
+    ToolInvocation,
+    ToolOutput,
+)
 
 EventConsumer = Callable[[AgentEvent], object]
 
@@ -235,6 +241,12 @@ class TurnDriver:
         entry = item.tool
         try:
             reason = entry.tool.approval_reason(call.arguments)
+        except (ArgumentConversionError, RetryWithFeedback) as exc:
+            # The model can fix this one: arguments that do not convert, or a rule's
+            # explicit request for a correction.
+            output = ToolOutput.feedback(_bounded(f"{call.name}: {exc}"))
+            sink.emit_all(core.record_result(call.id, output, False))
+            return
         except Exception as exc:
             message = _bounded(f"tool {call.name!r} could not describe its action: {exc}")
             sink.emit_all(core.record_result(call.id, ToolOutput.error(message), False))
@@ -267,6 +279,7 @@ class TurnDriver:
             core.turn_id,
             self._session_id,
             approved=approved,
+            validated=True,  # by the turn core, against the tool table's schema
             progress_sink=lambda message, done, total: sink.emit_all(
                 [ToolProgress(core.turn_id, call.id, message, done, total)]
             ),
@@ -364,6 +377,8 @@ def turn_failure(
 
 
 def _as_output(name: str, value: object, error: BaseException | None) -> ToolOutput:
+    if isinstance(error, RetryWithFeedback):
+        return ToolOutput.feedback(_bounded(str(error)))
     if error is not None:
         return ToolOutput.error(_bounded(f"tool {name!r} failed: {type(error).__name__}: {error}"))
     if isinstance(value, ToolOutput):

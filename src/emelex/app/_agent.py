@@ -9,9 +9,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import attrs
-import jsonschema
-import jsonschema.exceptions
-import jsonschema.validators
 
 from emelex.agent import AgentTurn, ApprovalPolicy
 from emelex.app._capabilities import (
@@ -47,7 +44,7 @@ from emelex.app._output import DEFAULT_OUTPUT_RETRIES, OutputSpec, TypedTurn, ch
 from emelex.app._policy import WorkspacePolicy
 from emelex.app._skill import Skill, skill_files
 from emelex.model import AgentModel, Client, GenerationOptions
-from emelex.tools import AgentTool
+from emelex.tools import AgentTool, tool_name_problem, tool_schema_problem
 
 if TYPE_CHECKING:
     from emelex.app._harness import Harness
@@ -55,7 +52,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-TOOL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 SKILL_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 #: Longest component of a seeded file path, in bytes.
 MAX_NAME_BYTES = 255
@@ -107,22 +103,13 @@ def check_tool(tool: Any, where: str) -> str:
         raise InvalidToolSchema(f"{where}: {tool!r} does not implement the AgentTool protocol")
     definition = tool.definition
     name = getattr(definition, "name", None)
-    if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
-        raise InvalidToolSchema(
-            f"{where}: tool name {name!r} must be 1-64 letters, digits, _ . - characters"
-        )
-    schema = definition.parameters
-    if not isinstance(schema, dict) or schema.get("type", "object") != "object":
-        raise InvalidToolSchema(f"{where}: tool {name!r}: parameters must be an object schema")
-    try:
-        validator = jsonschema.validators.validator_for(
-            schema, default=jsonschema.Draft202012Validator
-        )
-        validator.check_schema(schema)
-    except jsonschema.exceptions.SchemaError as exc:
-        raise InvalidToolSchema(
-            f"{where}: tool {name!r} has an invalid JSON Schema: {exc.message}"
-        ) from exc
+    problem = tool_name_problem(name)
+    if problem is not None:
+        raise InvalidToolSchema(f"{where}: {problem}")
+    problem = tool_schema_problem(definition.parameters)
+    if problem is not None:
+        raise InvalidToolSchema(f"{where}: tool {name!r}: {problem}")
+    assert isinstance(name, str)
     return name
 
 
