@@ -161,6 +161,8 @@ EXPECTED = {
         "Glob",
         "GrepLine",
         "GrepResult",
+        "HiddenPath",
+        "HiddenPaths",
         "InvalidArgument",
         "Leftover",
         "LeftoverListing",
@@ -196,6 +198,7 @@ EXPECTED = {
         "list_leftovers",
         "read_file",
         "secret_reason",
+        "split_path",
         "write_file",
     },
     "emelex.runtime": {

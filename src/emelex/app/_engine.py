@@ -47,7 +47,7 @@ from emelex.app._events import DEFAULT_EVENT_BUFFER, EventHub, EventStream, Gate
 from emelex.app._harness import Harness, skills_section, workspace_section
 from emelex.app._inspect import SessionContext, next_request
 from emelex.app._output import OutputSpec, TypedTurn, check_retries, run_typed_turn
-from emelex.app._policy import GuardedFileTool, GuardedShellTool, HiddenPaths
+from emelex.app._policy import WORKSPACE_VIEW, GuardedFileTool, GuardedShellTool, HiddenPaths
 from emelex.app._tasks import (
     TASKS_SECTION,
     ReadTasksTool,
@@ -271,7 +271,10 @@ class SessionStarter:
             await self._integrate(agent, session_id, pathlib.Path(root), assembly)
             builtins = self._builtins()
             if builtins & {"files", "shell"}:
-                workspace = Workspace.open(root)
+                # The model sees the root as /workspace; hidden paths never leave it.
+                workspace = Workspace.open(
+                    root, hidden=HiddenPaths(agent.workspace_policy.hidden), view=WORKSPACE_VIEW
+                )
             board = TaskBoard() if harness.tasks else None
             meter: BudgetMeter | None = None
             if harness.context_budget is not None or harness.usage_budget is not None:
@@ -422,7 +425,6 @@ class SessionStarter:
 
         if "files" in builtins:
             assert ws is not None
-            hidden = HiddenPaths(policy.hidden)
             readonly = frozenset(f.parts for f in agent.files if f.readonly)
             # Under a context budget the latest round is never shortened, so one
             # result must leave room for the rest of the request.
@@ -438,7 +440,7 @@ class SessionStarter:
                 kinds.extend((WriteFileTool, EditFileTool))
             for kind in kinds:
                 tool = kind(ws)
-                assembly.add(GuardedFileTool(tool, ws, hidden, readonly), "the file tools")
+                assembly.add(GuardedFileTool(tool, ws, readonly), "the file tools")
             assembly.prompt.append(workspace_section(policy, shell="shell" in builtins))
         if "shell" in builtins:
             assert ws is not None

@@ -255,6 +255,7 @@ class _WalkStats:
     skipped_secrets: int = 0
     skipped_links: int = 0
     skipped_special: int = 0
+    skipped_hidden: int = 0
     errors: int = 0
     exhausted: bool = False  # max_visited was reached
     too_deep: bool = False
@@ -271,13 +272,15 @@ def _walk_files(
     stats: _WalkStats,
     leftovers: bool = False,
     abort: threading.Event | None = None,
+    hidden: Callable[[Target], bool] | None = None,
 ) -> Iterator[tuple[int, str, tuple[str, ...]]]:
     """Yield ``(dir_fd, name, rel_parts)`` for every regular file below ``base_fd``.
 
     ``dir_fd`` stays open only until the next item is requested. ``rel_parts`` is relative
     to the base. Entries are visited in name order, depth first. Temporary and recovery
     siblings of interrupted writes are skipped, or (``leftovers``) the only files
-    yielded. ``abort`` is checked every 32 entries.
+    yielded. ``abort`` is checked every 32 entries. Entries ``hidden`` refuses (judged
+    on their last component: a hidden directory is never entered) are skipped.
     """
     limit = MAX_DEPTH if max_depth is None else min(max_depth, MAX_DEPTH)
     # (descriptor, path relative to the base, full parent components, entries left)
@@ -311,6 +314,9 @@ def _walk_files(
             name = entry.name
             if not include_secrets and is_secret_child(parents, name):
                 stats.skipped_secrets += 1
+                continue
+            if hidden is not None and hidden(base.with_parts((*base.parts, *rel, name))):
+                stats.skipped_hidden += 1
                 continue
             try:
                 if entry.is_symlink():
@@ -367,8 +373,8 @@ def _open_base(ws: Workspace, target: Target) -> int | tuple[int, str]:
     return parent_fd, name
 
 
-def _display(outside: bool, prefix: tuple[str, ...], rel: tuple[str, ...]) -> str:
-    return Target(outside, (*prefix, *rel)).display
+def _display(base: Target, rel: tuple[str, ...]) -> str:
+    return base.with_parts((*base.parts, *rel)).display
 
 
 def _check(name: str, value: int, maximum: int, minimum: int = 1) -> None:
@@ -397,6 +403,7 @@ class FindResult:
     visited: int
     skipped_secrets: int
     skipped_links: int
+    skipped_hidden: int = 0
 
 
 def find_files(
@@ -440,12 +447,13 @@ def find_files(
             max_depth=glob.max_depth,
             stats=stats,
             abort=abort,
+            hidden=ws.hides_entry,
         ):
             if glob.matches("/".join(rel)):
                 if len(matches) >= max_results:
                     truncation = "max_results"
                     break
-                matches.append(Target(target.outside, (*target.parts, *rel)).display)
+                matches.append(_display(target, rel))
     finally:
         os.close(opened)
     if truncation is None and stats.exhausted:
@@ -459,6 +467,7 @@ def find_files(
         stats.visited,
         stats.skipped_secrets,
         stats.skipped_links,
+        stats.skipped_hidden,
     )
 
 
@@ -501,6 +510,7 @@ class GrepResult:
     skipped_large: int = 0
     skipped_secrets: int = 0
     skipped_links: int = 0
+    skipped_hidden: int = 0
 
 
 _WINDOW = 16 * 1024
@@ -799,7 +809,6 @@ def grep(
         finally:
             os.close(fd)
     else:
-        prefix = target.parts
         try:
             for dir_fd, name, rel in _walk_files(
                 opened,
@@ -810,6 +819,7 @@ def grep(
                 max_depth=file_glob.max_depth if file_glob is not None else None,
                 stats=stats,
                 abort=abort,
+                hidden=ws.hides_entry,
             ):
                 if file_glob is not None and not file_glob.matches("/".join(rel)):
                     continue
@@ -819,7 +829,7 @@ def grep(
                     stats.skipped_links += 1  # swapped for a link or removed mid-walk
                     continue
                 try:
-                    state.search_fd(fd, functools.partial(_display, target.outside, prefix, rel))
+                    state.search_fd(fd, functools.partial(_display, target, rel))
                 finally:
                     os.close(fd)
                 if state.truncation is not None:
@@ -842,4 +852,5 @@ def grep(
         skipped_large=state.skipped_large,
         skipped_secrets=stats.skipped_secrets,
         skipped_links=stats.skipped_links,
+        skipped_hidden=stats.skipped_hidden,
     )
