@@ -23,6 +23,7 @@ from emelex.agent._errors import (
 from emelex.agent._history import has_tool_history, strip_reasoning, validate_history
 from emelex.agent._tool_table import ToolTable
 from emelex.agent._turn_core import DEFAULT_MAX_ROUNDS, check_max_rounds
+from emelex.agent._video import refuse_video
 from emelex.model import (
     UNSET,
     AgentModel,
@@ -52,11 +53,19 @@ def thinking_requested(options: GenerationOptions) -> bool:
 
 
 def check_options_capabilities(options: GenerationOptions, capabilities: Capabilities) -> None:
-    """Raise CapabilityMissing when ``options`` ask for thinking the model proves it
-    cannot toggle. Unknown capabilities defer."""
-    if thinking_requested(options) and capabilities.thinking_toggle is False:
+    """Raise CapabilityMissing when ``options`` ask for thinking and the model's thinking
+    toggle is not proven: thinking-on sessions need a proven toggle (an unknown one, as
+    for a remote model with default capabilities, does not defer)."""
+    if not thinking_requested(options):
+        return
+    if capabilities.thinking_toggle is False:
         raise CapabilityMissing(
             "reasoning is requested but the model's chat template has no thinking toggle"
+        )
+    if capabilities.thinking_toggle is None:
+        raise CapabilityMissing(
+            "reasoning is requested but the model's thinking toggle is not proven (unknown "
+            "for this model); declare Capabilities(thinking_toggle=True) if it has one"
         )
 
 
@@ -231,6 +240,7 @@ class AgentSessionBuilder:
         )
         history = self._history
         validate_history(history, table.names)
+        refuse_video(history, "resumed history")
         has_system = bool(history) and history[0].role == "system"
         if self._system_prompt is not None:
             if has_system:

@@ -47,6 +47,7 @@ from emelex.agent._turn_core import (
     TurnCore,
     check_max_rounds,
 )
+from emelex.agent._video import VIDEO_REFUSED, without_video
 from emelex.model import (
     AudioPart,
     Client,
@@ -153,9 +154,7 @@ def _user_message(content: str | Sequence[Part | str]) -> Message:
         if isinstance(part, str):
             parts.append(TextPart(part))
         elif isinstance(part, VideoPart):
-            raise UnsupportedContent(
-                "video input is refused: emelex has no bundled video decoder yet"
-            )
+            raise UnsupportedContent(f"video input is refused: {VIDEO_REFUSED}")
         elif isinstance(part, TextPart | ImagePart | AudioPart):
             parts.append(part)
         else:
@@ -641,7 +640,7 @@ def _as_output(name: str, value: object, error: BaseException | None) -> ToolOut
     if error is not None:
         return ToolOutput.error(_bounded(f"tool {name!r} failed: {type(error).__name__}: {error}"))
     if isinstance(value, ToolOutput):
-        return value
+        return without_video(name, value)
     if isinstance(value, str):
         return ToolOutput(value)
     return ToolOutput.error(f"tool {name!r} returned {type(value).__name__}, not a ToolOutput")
