@@ -305,8 +305,10 @@ def _holds_pipe(pid: str, links: frozenset[str]) -> bool:
 
 def _carries(pid: str, needle: bytes) -> bool:
     """Whether ``pid``'s initial environment holds ``needle`` (bounded read; a process
-    of another user is unreadable and so never matches)."""
+    of another user is never ours and is not read)."""
     try:
+        if os.stat(f"/proc/{pid}").st_uid != os.getuid():
+            return False
         with open(f"/proc/{pid}/environ", "rb") as handle:
             data = handle.read(_MAX_ENVIRON_BYTES)
     except OSError:
