@@ -378,7 +378,7 @@ def list_directory(
                     if is_sibling(entry.name):
                         leftovers += 1
                         continue
-                    if ws.hides_entry(target.child(entry.name)):
+                    if ws.hidden and ws.hides_entry(target.child(entry.name)):
                         hidden += 1
                         continue
                     total += 1

@@ -447,7 +447,7 @@ def find_files(
             max_depth=glob.max_depth,
             stats=stats,
             abort=abort,
-            hidden=ws.hides_entry,
+            hidden=ws.hides_entry if ws.hidden else None,
         ):
             if glob.matches("/".join(rel)):
                 if len(matches) >= max_results:
@@ -819,7 +819,7 @@ def grep(
                 max_depth=file_glob.max_depth if file_glob is not None else None,
                 stats=stats,
                 abort=abort,
-                hidden=ws.hides_entry,
+                hidden=ws.hides_entry if ws.hidden else None,
             ):
                 if file_glob is not None and not file_glob.matches("/".join(rel)):
                     continue
