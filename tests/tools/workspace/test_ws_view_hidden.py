@@ -153,3 +153,35 @@ def test_view_classification_never_climbs_out(tail: str) -> None:
 def test_outside_content_stays_unread(viewed: Workspace, outside: Path) -> None:
     with pytest.raises(OutsideWorkspace):
         grep(viewed, SECRET_MARK, str(outside))
+
+
+_PATTERNS = st.lists(
+    st.sampled_from(["*.draft", "private", "/private", "docs/*.md", "docs/**", ".env*", "a?c"]),
+    min_size=1,
+    max_size=4,
+)
+_PARTS = st.lists(
+    st.sampled_from(["private", "docs", "a.md", "x.draft", ".envrc", "abc", "src"]),
+    min_size=1,
+    max_size=4,
+).map(tuple)
+
+
+@given(patterns=_PATTERNS, parts=_PARTS)
+def test_hidden_paths_agree_with_one_glob_at_a_time(
+    patterns: list[str], parts: tuple[str, ...]
+) -> None:
+    """The combined, cached matcher decides exactly as each pattern alone would."""
+    from emelex.tools.workspace import compile_glob
+
+    def alone(pattern: str) -> bool:
+        text = pattern.strip("/")
+        glob = compile_glob(text)
+        if pattern.startswith("/") or "/" in text:
+            return any(glob.matches("/".join(parts[:d])) for d in range(1, len(parts) + 1))
+        return any(glob.matches(part) for part in parts)
+
+    hidden = HiddenPaths(patterns)
+    expected = any(alone(p) for p in patterns)
+    assert hidden.hides(parts) is expected
+    assert hidden.hides(parts) is expected  # again, from the name cache

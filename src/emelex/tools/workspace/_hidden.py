@@ -13,7 +13,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from emelex.tools.workspace._errors import PatternError
-from emelex.tools.workspace._search import Glob, compile_glob
+from emelex.tools.workspace._search import Glob, compile_glob, compile_globs
+
+_NAME_CACHE = 4096
+
+
+def _union(texts: list[str]) -> Glob | None:
+    return compile_globs(tuple(texts)) if texts else None
 
 
 class HiddenPaths:
@@ -22,33 +28,40 @@ class HiddenPaths:
     Raises :class:`PatternError` for a pattern that is not a string or does not compile.
     """
 
-    __slots__ = ("_anywhere", "_patterns", "_rooted")
+    __slots__ = ("_anywhere", "_names", "_patterns", "_rooted")
+
+    _rooted: Glob | None
+    _anywhere: Glob | None
 
     def __init__(self, patterns: Iterable[str] = ()) -> None:
         if isinstance(patterns, str):
             patterns = (patterns,)
-        self._rooted: list[Glob] = []
-        self._anywhere: list[Glob] = []
+        rooted: list[str] = []
+        anywhere: list[str] = []
         kept: list[str] = []
         for pattern in patterns:
             if not isinstance(pattern, str):
                 raise PatternError(repr(pattern), "a hidden path is a glob string")
             text = pattern.strip("/")
-            try:
-                glob = compile_glob(text)
-            except ValueError as exc:  # defensive: compile_glob maps its own errors
-                raise PatternError(pattern, str(exc)) from exc
+            compile_glob(text)  # each pattern is checked (and named) on its own
             anchored = pattern.startswith("/") or "/" in text
-            (self._rooted if anchored else self._anywhere).append(glob)
+            (rooted if anchored else anywhere).append(text)
             kept.append(pattern)
         self._patterns = tuple(kept)
+        # One RE2 program per kind: a walk tests every entry, so one call, not one per
+        # pattern (``{a,b}`` alternation is the glob syntax's own).
+        self._rooted = _union(rooted)
+        self._anywhere = _union(anywhere)
+        # Walks meet the same names in every directory (README.md, __init__.py): the
+        # name-only verdicts are remembered, up to a bound.
+        self._names: dict[str, bool] = {}
 
     @property
     def patterns(self) -> tuple[str, ...]:
         return self._patterns
 
     def __bool__(self) -> bool:
-        return bool(self._rooted or self._anywhere)
+        return bool(self._patterns)
 
     def __repr__(self) -> str:
         return f"HiddenPaths({list(self._patterns)!r})"
@@ -62,13 +75,19 @@ class HiddenPaths:
         not checked: a walk that never entered a hidden directory needs only this)."""
         if not parts:
             return False
-        name = parts[-1]
-        if any(glob.matches(name) for glob in self._anywhere):
-            return True
-        if self._rooted:
-            joined = "/".join(parts)
-            return any(glob.matches(joined) for glob in self._rooted)
-        return False
+        if self._anywhere is not None:
+            name = parts[-1]
+            verdict = self._names.get(name)
+            if verdict is None:
+                verdict = self._anywhere.matches(name)
+                if len(self._names) < _NAME_CACHE:
+                    self._names[name] = verdict
+            if verdict:
+                return True
+        rooted = self._rooted
+        if rooted is None or (rooted.max_depth is not None and len(parts) > rooted.max_depth):
+            return False  # deeper than any anchored pattern reaches
+        return rooted.matches("/".join(parts))
 
 
 NO_HIDDEN = HiddenPaths()
