@@ -52,3 +52,30 @@ async def test_the_model_names_the_workspace_root_as_slash_workspace(tmp_path: P
     assert outside.is_error and "alpha" not in outside.text
     asked = [c.call.name for c in approvals.asked]
     assert asked == ["write_file", "edit_file", "read_file"]
+
+
+async def test_the_shell_working_directory_takes_the_view(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    approvals = ApproveAll()
+    model = ScriptedModel(
+        [
+            [
+                Call("shell", {"command": "pwd", "cwd": "/workspace/docs"}),
+                Call("shell", {"command": "pwd", "cwd": "/workspacefoo"}),
+            ],
+            [Say("done")],
+        ]
+    )
+    agent = (
+        builder(model)
+        .workspace(tmp_path)
+        .workspace_policy(WorkspacePolicy.read_write())
+        .approver(approvals)
+        .build()
+    )
+    async with Engine() as engine:
+        session = await engine.create(agent).harness(Harness.shell_worker()).start()
+        _, events = await run_collecting(session, "go")
+    inside, outside = outputs(events)
+    assert not inside.is_error and str((tmp_path / "docs").resolve()) in inside.text
+    assert outside.is_error
