@@ -190,6 +190,8 @@ EXPECTED = {
         "Glob",
         "GrepLine",
         "GrepResult",
+        "HiddenPath",
+        "HiddenPaths",
         "InvalidArgument",
         "Leftover",
         "LeftoverListing",
@@ -225,6 +227,7 @@ EXPECTED = {
         "list_leftovers",
         "read_file",
         "secret_reason",
+        "split_path",
         "write_file",
     },
     "emelex.runtime": {

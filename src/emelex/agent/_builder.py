@@ -29,6 +29,7 @@ from emelex.agent._turn_core import (
     check_max_retries,
     check_max_rounds,
 )
+from emelex.agent._video import refuse_video
 from emelex.model import (
     AgentModel,
     Client,
@@ -294,6 +295,7 @@ class AgentSessionBuilder:
         )
         history = self._history
         validate_history(history, table.names)
+        refuse_video(history, "resumed history")
         has_system = bool(history) and history[0].role == "system"
         if self._system_prompt is not None:
             if has_system:

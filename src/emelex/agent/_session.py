@@ -22,6 +22,7 @@ from emelex.agent._history import referenced_tools
 from emelex.agent._options import check_options_capabilities
 from emelex.agent._turn import EventConsumer, TurnDriver, turn_failure
 from emelex.agent._turn_core import AgentTurn, TurnCore, check_max_retries, check_max_rounds
+from emelex.agent._video import VIDEO_REFUSED
 from emelex.model import (
     AudioPart,
     Client,
@@ -43,9 +44,7 @@ def _user_message(content: str | Sequence[Part | str]) -> Message:
         if isinstance(part, str):
             parts.append(TextPart(part))
         elif isinstance(part, VideoPart):
-            raise UnsupportedContent(
-                "video input is refused: emelex has no bundled video decoder yet"
-            )
+            raise UnsupportedContent(f"video input is refused: {VIDEO_REFUSED}")
         elif isinstance(part, TextPart | ImagePart | AudioPart):
             parts.append(part)
         else:

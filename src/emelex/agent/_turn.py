@@ -32,6 +32,7 @@ from emelex.agent._events import (
 )
 from emelex.agent._tool_table import RegisteredTool
 from emelex.agent._turn_core import AgentTurn, PlannedCall, TurnCore
+from emelex.agent._video import without_video
 from emelex.model import Client, GenerationRequest, Message
 from emelex.runtime import (
     CURRENT,
@@ -382,7 +383,7 @@ def _as_output(name: str, value: object, error: BaseException | None) -> ToolOut
     if error is not None:
         return ToolOutput.error(_bounded(f"tool {name!r} failed: {type(error).__name__}: {error}"))
     if isinstance(value, ToolOutput):
-        return value
+        return without_video(name, value)
     if isinstance(value, str):
         return ToolOutput(value)
     return ToolOutput.error(f"tool {name!r} returned {type(value).__name__}, not a ToolOutput")

@@ -63,6 +63,7 @@ from emelex.agent._events import (
     TurnStarted,
 )
 from emelex.agent._tool_table import RegisteredTool, ToolTable
+from emelex.agent._video import refuse_video
 from emelex.model import (
     Completed,
     GenerationEvent,
@@ -251,6 +252,7 @@ class TurnCore:
             self._ceilings,
             self._all_costs,
         )
+        refuse_video(messages, "request")  # the last line: no model sees encoded video
         request = GenerationRequest(messages, tools=tools, options=self._options)
         self.round += 1
         self.phase = TurnPhase.GENERATING

@@ -45,6 +45,7 @@ from emelex.app._policy import WorkspacePolicy
 from emelex.app._skill import Skill, skill_files
 from emelex.model import AgentModel, Client, GenerationOptions
 from emelex.tools import AgentTool, tool_name_problem, tool_schema_problem
+from emelex.tools.workspace import PathRejected, split_path
 
 if TYPE_CHECKING:
     from emelex.app._harness import Harness
@@ -71,21 +72,23 @@ class SeedFile:
 
 
 def _seed_path(path: Any) -> str:
+    """A seeded file's path, split by the workspace's own rules (the file tools accept
+    exactly what is seeded), then held to stricter ones: relative, names a file, no
+    backslash (a package must mean the same on every system)."""
     if isinstance(path, os.PathLike):
         path = os.fspath(path)
     if not isinstance(path, str) or not path.strip():
         raise InvalidFile(f"a file path must be non-blank text, got {path!r}")
-    if "\0" in path or "\\" in path:
-        raise InvalidFile(f"file path {path!r} contains a NUL or a backslash")
-    if path.startswith("/"):
+    if "\\" in path:
+        raise InvalidFile(f"file path {path!r} contains a backslash")
+    try:
+        absolute, parts = split_path(path)
+    except PathRejected as exc:
+        raise InvalidFile(f"file path {path!r}: {exc.detail}") from exc
+    if absolute:
         raise InvalidFile(f"file path {path!r} must be relative to the workspace")
-    parts = [part for part in path.split("/") if part not in ("", ".")]
     if not parts:
         raise InvalidFile(f"file path {path!r} names no file")
-    if ".." in parts:
-        raise InvalidFile(f"file path {path!r} must not contain '..'")
-    if any(len(os.fsencode(part)) > MAX_NAME_BYTES for part in parts):
-        raise InvalidFile(f"file path {path!r} has a component over {MAX_NAME_BYTES} bytes")
     return "/".join(parts)
 
 

@@ -18,7 +18,7 @@ from emelex.app._agent import Agent
 from emelex.app._capabilities import BuiltinCapability
 from emelex.app._errors import ShellNotAllowed
 from emelex.app._harness import Harness, workspace_section
-from emelex.app._policy import GuardedFileTool, GuardedShellTool, HiddenPaths
+from emelex.app._policy import GuardedFileTool, GuardedShellTool
 from emelex.tools import AgentTool, BuiltinSettings
 from emelex.tools.workspace import Workspace
 
@@ -90,7 +90,6 @@ def make_builtins(
         datetime="datetime" in names,
     )
     if "files" in names:
-        hidden = HiddenPaths(policy.hidden)
         readonly = frozenset(f.parts for f in agent.files if f.readonly)
         # Under a context budget the latest round is never shortened, so one
         # result must leave room for the rest of the request.
@@ -105,7 +104,7 @@ def make_builtins(
         if policy.write:
             kinds.extend((WriteFileTool, EditFileTool))
         for kind in kinds:
-            tool = GuardedFileTool(kind(workspace), workspace, hidden, readonly)
+            tool = GuardedFileTool(kind(workspace), workspace, readonly)
             tools.append((tool, "the file tools"))
         prompt.append(workspace_section(policy, shell="shell" in names))
     if "shell" in names:

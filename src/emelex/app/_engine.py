@@ -144,9 +144,11 @@ def _remove_tree(root: str) -> None:
     shutil.rmtree(root, onerror=retry)
 
 
-def _open_workspace(root: str) -> Workspace:
+def _open_workspace(
+    root: str, *, hidden: HiddenPaths | None = None, view: str | None = None
+) -> Workspace:
     try:
-        return Workspace.open(root)
+        return Workspace.open(root, hidden=hidden, view=view)
     except WorkspaceError as exc:
         # What the standalone builder raises for a root it cannot open.
         raise InvalidWorkspace(f"cannot open workspace {root!r}: {exc}") from exc
@@ -261,8 +263,15 @@ class SessionStarter:
             await self._integrate(agent, session_id, pathlib.Path(root), assembly)
             builtins = builtin_names(agent, harness)
             # The session's one workspace: its built-in tools are bound to it and the
-            # AgentSession takes it over (closing it when the session closes).
-            workspace = _open_workspace(root)
+            # AgentSession takes it over (closing it when the session closes). With file
+            # tools or the shell the model sees the root as /workspace, and hidden paths
+            # never leave the workspace layer.
+            if builtins & {"files", "shell"}:
+                workspace = _open_workspace(
+                    root, hidden=HiddenPaths(agent.workspace_policy.hidden), view=WORKSPACE_VIEW
+                )
+            else:
+                workspace = _open_workspace(root)
             board = TaskBoard() if harness.tasks else None
             meter: BudgetMeter | None = None
             if harness.context_budget is not None or harness.usage_budget is not None:
