@@ -45,6 +45,7 @@ from emelex.app._events import DEFAULT_EVENT_BUFFER, EventHub, EventStream, Gate
 from emelex.app._harness import Harness, skills_section
 from emelex.app._inspect import SessionContext, next_request
 from emelex.app._output import OutputSpec, TypedTurn, check_retries, run_typed_turn
+from emelex.app._policy import WORKSPACE_VIEW, HiddenPaths
 from emelex.app._skill import load_skill_tool
 from emelex.app._tasks import (
     TASKS_SECTION,

@@ -30,8 +30,10 @@ from emelex.app import AppError, Engine, Session
 from emelex.cli._approvals import StdinLines, TerminalApprovals, policy_for
 from emelex.cli._models import LoadedModel, open_model
 from emelex.cli._plain import plain_agent, start_plain_session
-from emelex.cli._render import TerminalRenderer, bold, dim, event_json, render_tree, safe
+from emelex.cli._progress import LoadBar
+from emelex.cli._render import TerminalRenderer, bold, dim, event_json, safe
 from emelex.cli._store import open_cli_store, store_location
+from emelex.cli._tree import print_tree
 from emelex.model import Message
 from emelex.runtime import Supervisor, open_supervisor
 from emelex.store import SessionNotFound, SqliteStore
@@ -140,7 +142,7 @@ class _Consumer:
         if self.tree and isinstance(event, ModelStarted | ToolStarted):
             tree = Supervisor.current().snapshot().to_json_dict()
             tree["pid"] = os.getpid()
-            print(render_tree(tree), file=sys.stderr, flush=True)
+            print_tree(tree, sys.stderr)
 
 
 def _failure(consume: _Consumer, exc: BaseException) -> None:
@@ -257,7 +259,8 @@ async def run_command(args: argparse.Namespace) -> int:
     async with open_supervisor("emelex run"):
         if not args.json:
             print(dim(f"loading {safe(args.model or 'the default model')}…"), file=sys.stderr)
-        async with open_model(args.model, base_url=args.base_url) as loaded:
+        bar = None if args.json else LoadBar(sys.stderr, "weights")
+        async with open_model(args.model, base_url=args.base_url, progress=bar) as loaded:
             if not args.json:
                 print(dim(f"model: {safe(loaded.description)}"), file=sys.stderr)
             if getattr(args, "agent_dir", None):
@@ -340,7 +343,8 @@ async def chat_command(args: argparse.Namespace) -> int:
             settings = _resume_settings(args, stored.config)
             print(f"emelex: resuming {safe(args.resume)}, {settings}", file=sys.stderr)
         session_id = args.resume or new_id()
-        async with open_model(args.model, base_url=args.base_url) as loaded:
+        bar = LoadBar(sys.stderr, "weights")
+        async with open_model(args.model, base_url=args.base_url, progress=bar) as loaded:
             print(dim(f"model: {safe(loaded.description)}"), file=sys.stderr)
             lines = StdinLines()
             async with lines:
