@@ -9,9 +9,10 @@ import sys
 
 import pytest
 import trio
+import trio_asyncio
 
 from emelex import EmelexError
-from emelex.agent import AgentCancellation, TurnCancelled
+from emelex.agent import AgentCancellation, ToolProgress, TurnCancelled
 from emelex.aio import (
     AsyncioLoopMissing,
     AsyncioTaskCancelled,
@@ -20,7 +21,7 @@ from emelex.aio import (
     open_asyncio_loop,
     runs_on_asyncio,
 )
-from emelex.tools import InvalidToolFunction, ToolOutput, tool
+from emelex.tools import InvalidToolFunction, ToolCallContext, ToolOutput, tool
 
 from .helpers import LineServer, one_call_session
 
@@ -239,3 +240,46 @@ def test_tool_output_values_pass_through() -> None:
             return result
 
     assert trio.run(main) == ToolOutput("as is")
+
+
+async def test_trio_calls_from_the_asyncio_side_go_through_trio_as_aio() -> None:
+    @asyncio_tool
+    async def report(ctx: ToolCallContext, steps: int) -> str:
+        """Reports progress from asyncio code."""
+        await asyncio.sleep(0)
+        await trio_asyncio.trio_as_aio(ctx.progress)("half", completed=1, total=steps)
+        return f"{steps} steps"
+
+    events: list[object] = []
+    async with open_asyncio_loop():
+        with one_call_session(report, {"steps": 2}) as session:
+            with trio.fail_after(10):
+                turn = await session.run_turn("go", None, events.append)
+    assert next(m.text for m in turn.messages if m.role == "tool") == "2 steps"
+    progress = [e for e in events if isinstance(e, ToolProgress)]
+    assert [(p.message, p.completed, p.total) for p in progress] == [("half", 1, 2)]
+
+
+def test_stacked_under_tool_annotations_may_name_local_classes() -> None:
+    import attrs
+
+    @attrs.frozen
+    class Point:
+        x: int
+        y: int
+
+    @tool
+    @from_asyncio
+    async def norm(point: Point) -> int:
+        """Manhattan norm."""
+        await asyncio.sleep(0)
+        return abs(point.x) + abs(point.y)
+
+    assert set(norm.parameters["properties"]["point"]["properties"]) == {"x", "y"}
+
+    async def main() -> int:
+        async with open_asyncio_loop():
+            result: int = await norm.function(point=Point(3, -4))
+            return result
+
+    assert trio.run(main) == 7

@@ -99,7 +99,8 @@ def asyncio_tool(
     """``@tool`` for an asyncio ``async def``: ``tool(...)(from_asyncio(function))``.
 
     Takes the options of :func:`~emelex.tools.tool`. Annotations must resolve at module
-    level (a class defined inside a function body is not visible here).
+    level; for a class defined inside a function body, stack ``@tool(...)`` over
+    ``@from_asyncio`` instead (``@tool`` then sees the enclosing scope).
     """
     options: dict[str, Any] = {
         "name": name,
