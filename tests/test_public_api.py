@@ -321,6 +321,7 @@ EXPECTED = {
         "ScriptedTool",
         "ApproveAll",
         "ScriptedApprovals",
+        "ContractOptionsError",
         "ContractReport",
         "RunRecord",
         "ToolAlwaysFails",

@@ -10,8 +10,10 @@ import threading
 import pytest
 import trio
 
+from emelex import EmelexError
 from emelex.agent import ToolCancellationPolicy, ToolInvocation, ToolOutput
 from emelex.testing import (
+    ContractOptionsError,
     ContractReport,
     ScriptedTool,
     ToolAlwaysFails,
@@ -199,10 +201,20 @@ def test_a_tool_ignoring_cancellation_is_named_so_on_a_cancelled_run() -> None:
 
 
 def test_bad_options_are_rejected() -> None:
-    with pytest.raises(ValueError, match="runs"):
+    with pytest.raises(ContractOptionsError, match="runs"):
         check_tool_contract(steady, {"times": 1}, runs=0)
-    with pytest.raises(ValueError, match="time_limit"):
+    with pytest.raises(ContractOptionsError, match="time_limit"):
         check_tool_contract(steady, {"times": 1}, time_limit=-1)
+    with pytest.raises(ContractOptionsError, match="leak_grace"):
+        check_tool_contract(steady, {"times": 1}, leak_grace=float("nan"))
+    assert issubclass(ContractOptionsError, EmelexError)
+    assert issubclass(ToolContractViolation, EmelexError)
+    assert issubclass(ToolAlwaysFails, EmelexError)
+
+
+async def test_the_async_form_refuses_a_mock_clock(autojump_clock: trio.testing.MockClock) -> None:
+    with pytest.raises(ContractOptionsError, match="real clock"):
+        await check_tool_contract_async(steady, {"times": 1}, runs=1)
 
 
 # -- the async form ----------------------------------------------------------------------

@@ -7,6 +7,7 @@ separately because they need the ``hypothesis`` package. :func:`check_tool_contr
 """
 
 from emelex.testing._contract import (
+    ContractOptionsError,
     ContractReport,
     RunRecord,
     ToolAlwaysFails,
@@ -32,6 +33,7 @@ from emelex.testing._tools import ApproveAll, ScriptedApprovals, ScriptedTool, T
 
 __all__ = [
     # your own tools under cancellation
+    "ContractOptionsError",
     "ContractReport",
     "RunRecord",
     "ToolAlwaysFails",

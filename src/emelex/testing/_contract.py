@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import attrs
 import trio
+import trio.testing
 
 from emelex._errors import EmelexError
 from emelex._text import shorten
@@ -140,6 +141,10 @@ class ToolContractError(EmelexError, AssertionError):
         self.report = report
 
 
+class ContractOptionsError(EmelexError, ValueError):
+    """check_tool_contract was given options it cannot run with."""
+
+
 class ToolContractViolation(ToolContractError):
     """The tool broke the contract: it ignored cancellation, left a thread, child process
     or Trio task running, or its call's history was inconsistent."""
@@ -160,15 +165,15 @@ class _Plan:
 
 
 def _check_options(runs: int, max_cancel_delay: float, time_limit: float, grace: float) -> None:
-    if not isinstance(runs, int) or runs < 1:
-        raise ValueError(f"runs must be a positive int, not {runs!r}")
+    if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
+        raise ContractOptionsError(f"runs must be a positive int, not {runs!r}")
     for name, value in (
         ("max_cancel_delay", max_cancel_delay),
         ("time_limit", time_limit),
         ("leak_grace", grace),
     ):
-        if not isinstance(value, int | float) or value < 0 or value != value:
-            raise ValueError(f"{name} must be a non-negative number, not {value!r}")
+        if not isinstance(value, int | float) or not 0 <= value < float("inf"):
+            raise ContractOptionsError(f"{name} must be a non-negative number, not {value!r}")
 
 
 def _delays(runs: int, max_cancel_delay: float, seed: int) -> list[float | None]:
@@ -178,7 +183,8 @@ def _delays(runs: int, max_cancel_delay: float, seed: int) -> list[float | None]
 
 
 def _default_around(tool: AgentTool) -> Callable[[], AbstractAsyncContextManager[object]] | None:
-    """A tool adapted from asyncio needs an asyncio loop around each run."""
+    """A tool adapted from asyncio needs an asyncio loop around each run (the marker is
+    emelex.aio._adapter.MARKER; emelex.aio is imported only for such tools)."""
     function = getattr(tool, "function", None)
     if not getattr(function, "__emelex_asyncio__", False):
         return None
@@ -239,7 +245,8 @@ def check_tool_contract(
     FINISH_ONCE_STARTED call has its own (not an "interrupted") result. Cancellation
     checks apply only to cancelled runs.
 
-    Raises :class:`ToolContractViolation` on the first run that breaks the contract and
+    Raises :class:`ContractOptionsError` for unusable options,
+    :class:`ToolContractViolation` on the first run that breaks the contract and
     :class:`ToolAlwaysFails` when the tool's result was an error on every run that
     produced one (unless ``allow_failures``); both are AssertionErrors carrying the
     :class:`ContractReport`. ``prepare`` runs before each run (reset fixtures there);
@@ -272,6 +279,12 @@ async def check_tool_contract_async(
     that appears during a run and outlives it is reported as left behind by the tool.
     An asyncio loop you already opened is reused for tools adapted from asyncio."""
     _check_options(runs, max_cancel_delay, time_limit, leak_grace)
+    if isinstance(trio.lowlevel.current_clock(), trio.testing.MockClock):
+        # Real threads and processes do not follow a mock clock: time limits would
+        # fire (or never fire) regardless of what the tool does.
+        raise ContractOptionsError(
+            "check_tool_contract_async needs a real clock; this test runs on a MockClock"
+        )
     plan = _Plan(tool, dict(arguments), time_limit, leak_grace, around or _default_around(tool))
     return await _run_all(plan, _delays(runs, max_cancel_delay, seed), allow_failures, prepare)
 
@@ -409,6 +422,7 @@ async def _cancel_after(cancellation: AgentCancellation, delay: float) -> None:
 
 
 __all__ = [
+    "ContractOptionsError",
     "ContractReport",
     "RunRecord",
     "ToolAlwaysFails",

@@ -46,6 +46,7 @@ from emelex.agent._history import validate_history
 from emelex.model import Message
 from emelex.runtime import open_supervisor
 from emelex.testing._contract import (
+    ContractOptionsError,
     ContractReport,
     RunRecord,
     ToolAlwaysFails,
@@ -336,6 +337,7 @@ def check_invariants(outcome: Outcome) -> None:
 
 
 __all__ = [
+    "ContractOptionsError",
     "ContractReport",
     "RunRecord",
     "ToolAlwaysFails",
