@@ -75,3 +75,21 @@ async def test_one_loop_serves_every_session_of_an_engine() -> None:
                     turn = await session.send_and_wait("go")
             answers += [m.text for m in turn.messages if m.role == "tool"]
     assert answers == [str(id(loop))] * 2
+
+
+def test_run_sync_still_refuses_inside_asyncio_run_after_emelex_aio_is_imported() -> None:
+    # Importing trio-asyncio makes asyncio.run() itself run on Trio (a process-wide
+    # patch); the user is in an asyncio loop all the same and gets that message.
+    import emelex
+    from emelex.app import LoopAlreadyRunning
+
+    caught: list[BaseException] = []
+
+    async def notebook_cell() -> None:
+        try:
+            emelex.run_sync(trio.sleep, 0)
+        except LoopAlreadyRunning as exc:
+            caught.append(exc)
+
+    asyncio.run(notebook_cell())
+    assert len(caught) == 1 and "asyncio loop" in str(caught[0])
