@@ -27,7 +27,7 @@ from typing import Any
 import trio
 
 from emelex.cli._render import render_tree, safe
-from emelex.runtime._supervisor import DIAGNOSTICS_ENV
+from emelex.runtime._diagnostics import DIAGNOSTICS_ENV
 
 EXIT_OK = 0
 EXIT_USAGE = 2
