@@ -11,6 +11,7 @@ import trio
 
 from emelex._ids import new_id
 from emelex._text import shorten
+from emelex.agent import _tracing as tracing
 from emelex.agent._approval import ApprovalContext, ApprovalDecision, ApprovalPolicy, Approve, Deny
 from emelex.agent._authority import AgentAuthoritySnapshot
 from emelex.agent._builder import check_options_capabilities
@@ -50,6 +51,7 @@ from emelex.agent._turn_core import (
 from emelex.model import (
     AudioPart,
     Client,
+    Completed,
     GenerationOptions,
     GenerationRequest,
     ImagePart,
@@ -416,6 +418,7 @@ class AgentSession:
         self._busy = True
         session_node = supervisor.register(ActorKind.SESSION, f"session {self.session_id}", CURRENT)
         session_node.state = ActorState.RUNNING
+        tracing.session_started(session_node, self.session_id)
         result: AgentTurn | None = None
         error: BaseException | None = None
         try:
@@ -428,10 +431,14 @@ class AgentSession:
                 sink.scope = turn.cancel_scope
                 route = _CancelRoute(turn.cancel_scope)
                 remove = cancellation.add_callback(route.cancel)
+                tracing.turn_started(turn.actor, self.session_id, core, self._client.model)
                 try:
                     result = await self._drive(core, turn, sink, route)
                 finally:
                     remove()
+                    tracing.turn_ended(
+                        turn.actor, core, result, sink.failure is not None, cancellation.cancelled
+                    )
         except BaseException as exc:
             error = exc
         finally:
@@ -476,9 +483,12 @@ class AgentSession:
     async def _model_job(
         self, ctx: ActorContext, request: GenerationRequest, core: TurnCore, sink: _EventSink
     ) -> None:
+        tracing.model_round_started(ctx.actor, self._client.model, request)
         async with self._client.generate(request) as stream:
             async for event in stream:
                 sink.emit_all(core.on_model_event(event))
+                if isinstance(event, Completed):
+                    tracing.model_round_completed(ctx.actor, event.response)
 
     async def _resolve_call(
         self,
@@ -570,6 +580,7 @@ class AgentSession:
             raise ApprovalFailed(f"approval policy raised {type(exc).__name__}: {exc}") from exc
         if not isinstance(decision, Approve | Deny):
             raise ApprovalFailed(f"approval policy returned {decision!r}, not Approve or Deny")
+        tracing.approval_decided(ctx.actor, context.call, decision)
         return decision
 
     @staticmethod
@@ -580,10 +591,13 @@ class AgentSession:
         core: TurnCore,
         sink: _EventSink,
     ) -> ToolOutput:
+        tracing.tool_started(ctx.actor, entry.definition, invocation.call)
         await ctx.start_point()
         sink.emit_all(core.tool_started(invocation.call.id))
         ctx.on_cancel_requested(invocation.cancellation.cancel)
-        return _as_output(entry.definition.name, await entry.tool.invoke(invocation), None)
+        output = _as_output(entry.definition.name, await entry.tool.invoke(invocation), None)
+        tracing.tool_returned(ctx.actor, output)
+        return output
 
     # -- endings --------------------------------------------------------------------------
     def _commit(self, messages: Sequence[Message], size: RequestSize | None = None) -> None:
