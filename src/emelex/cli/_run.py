@@ -31,6 +31,7 @@ from emelex.cli._approvals import StdinLines, TerminalApprovals, policy_for
 from emelex.cli._models import LoadedModel, open_model
 from emelex.cli._render import TerminalRenderer, bold, dim, event_json, render_tree, safe
 from emelex.cli._store import open_cli_store, store_location
+from emelex.cli._trace import open_traced_supervisor
 from emelex.model import GenerationOptions, Message
 from emelex.runtime import Supervisor, open_supervisor
 from emelex.store import SessionNotFound, SqliteStore
@@ -243,7 +244,7 @@ async def _run_package(
 
 async def run_command(args: argparse.Namespace) -> int:
     lines = StdinLines() if sys.stdin.isatty() and not args.json else None
-    async with open_supervisor("emelex run"):
+    async with open_traced_supervisor("emelex run", args.trace):
         if not args.json:
             print(dim(f"loading {safe(args.model or 'the default model')}…"), file=sys.stderr)
         async with open_model(args.model, base_url=args.base_url) as loaded:
