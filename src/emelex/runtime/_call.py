@@ -70,7 +70,8 @@ class ActorCall(Generic[T]):
         if policy is CancellationPolicy.FINISH_ONCE_STARTED:
             self._ctx._start_scope = self._scope
         actor.cancel_scope = self._scope
-        _tracing.set_policy(actor, policy.value)
+        if actor.span is not None:
+            _tracing.set_policy(actor, policy.value)
         self._done = trio.Event()
         self.finished = False
         self.dropped = False
@@ -94,7 +95,7 @@ class ActorCall(Generic[T]):
     async def _body(self, fn: Callable[..., Awaitable[T]], args: tuple[Any, ...]) -> None:
         actor = self.actor
         current_actor_var.set(actor)
-        token = _tracing.enter(actor)
+        token = _tracing.enter(actor) if actor.span is not None else None
         actor.state = ActorState.RUNNING
         try:
             with self._scope:
@@ -116,7 +117,8 @@ class ActorCall(Generic[T]):
             waiter, self._waiter = self._waiter, None
             if waiter is not None:
                 trio.lowlevel.reschedule(waiter)
-            _tracing.leave(token)
+            if token is not None:
+                _tracing.leave(token)
             self._ctx.supervisor.close_actor(actor)
 
     def _drops_on_cancel(self) -> bool:

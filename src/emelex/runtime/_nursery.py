@@ -129,7 +129,7 @@ class ActorNursery:
         task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         current_actor_var.set(actor)
-        token = _tracing.enter(actor)
+        token = _tracing.enter(actor) if actor.span is not None else None
         if handshake:
             ctx._task_status = task_status
         else:
@@ -150,7 +150,8 @@ class ActorNursery:
         finally:
             if actor.mailbox is not None:
                 actor.mailbox.close()
-            _tracing.leave(token)
+            if token is not None:
+                _tracing.leave(token)
             self.supervisor.close_actor(actor)
 
     def call(
@@ -190,8 +191,10 @@ class ActorNursery:
         supervisor = self.supervisor
         actor = supervisor.register(kind, name, self.actor)
         token = current_actor_var.set(actor)
-        _tracing.set_policy(actor, policy.value)
-        span_token = _tracing.enter(actor)
+        span_token = None
+        if actor.span is not None:
+            _tracing.set_policy(actor, policy.value)
+            span_token = _tracing.enter(actor)
         actor.state = ActorState.RUNNING
         # No cancel scope of its own: nobody holds a handle to cancel this actor alone,
         # and it is cancelled with its owner's scope, which is exactly DROP.
@@ -209,6 +212,7 @@ class ActorNursery:
             actor.state = ActorState.DONE
             return value
         finally:
-            _tracing.leave(span_token)
+            if span_token is not None:
+                _tracing.leave(span_token)
             current_actor_var.reset(token)
             supervisor.close_actor(actor)

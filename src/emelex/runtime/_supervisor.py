@@ -71,9 +71,11 @@ class Supervisor:
             resolved.children[actor] = None
         self._live += 1
         self._spawned += 1
-        tracer = self._tracer or _tracing.global_tracer()
-        if tracer is not None:
-            _tracing.start_span(tracer, actor, self.name)
+        # Inline test first: an untraced parent (the common case) costs no call.
+        if resolved is None or resolved.span is not None:
+            tracer = _tracing.tracer_for(actor, self._tracer)
+            if tracer is not None:
+                _tracing.start_span(tracer, actor, self.name)
         return actor
 
     def deregister(self, actor: Actor) -> None:
@@ -88,7 +90,8 @@ class Supervisor:
             removed = True
         if removed:
             self._live -= 1
-        _tracing.end_span(actor)
+        if actor.span is not None:
+            _tracing.end_span(actor)
 
     def check_subtree(self, actor: Actor) -> None:
         """Raise :class:`DetachedWorkError` if any descendant of ``actor`` is registered.
@@ -189,7 +192,7 @@ class _ActorScope:
         actor = self._supervisor.register(self._kind, self._name, self._parent)
         self._actor = actor
         self._token = current_actor_var.set(actor)
-        self._span_token = _tracing.enter(actor)
+        self._span_token = _tracing.enter(actor) if actor.span is not None else None
         actor.state = ActorState.RUNNING
         self._nursery_cm = trio.open_nursery()
         try:

@@ -6,8 +6,9 @@ spawning task happens to carry), so the span tree is the actor tree by construct
 While an actor's function runs, its span is also the current OpenTelemetry context, so
 spans a tool or library opens itself nest under the actor that ran them.
 
-With no tracer provider configured (the API's default proxy), :func:`tracer_for`
-returns None and nothing else here runs: one provider lookup per actor.
+Whether an actor is traced is decided once per tree, by its root: a child is traced iff
+its parent is. So with no tracer provider configured (the API's default proxy) a root
+actor costs one provider lookup and every other actor one attribute test.
 """
 
 from __future__ import annotations
@@ -45,11 +46,25 @@ def global_tracer() -> Tracer | None:
     return tracer
 
 
+def tracer_for(actor: Actor, own: Tracer | None) -> Tracer | None:
+    """The tracer for a newly registered ``actor`` (None: leave it untraced)."""
+    parent = actor.parent
+    if parent is None:
+        return own or global_tracer()
+    if parent.span is None:
+        return None
+    if own is not None:
+        return own
+    cached = _global_cache
+    return cached[1] if cached is not None else global_tracer()
+
+
 def start_span(tracer: Tracer, actor: Actor, supervisor: str) -> None:
     parent = actor.parent.span if actor.parent is not None else None
     # A root actor nests under the caller's own span, if the caller has one.
     context = trace.set_span_in_context(parent) if parent is not None else None
-    name = actor.name if actor.name.startswith(actor.kind) else f"{actor.kind} {actor.name}"
+    prefixed = actor.name.startswith(f"{actor.kind} ")
+    name = actor.name if prefixed else f"{actor.kind} {actor.name}"
     actor.span = tracer.start_span(
         name,
         context=context,
