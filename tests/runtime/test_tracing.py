@@ -3,6 +3,11 @@ and nothing at all without a tracer provider."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import trio
 import trio.testing
@@ -162,3 +167,40 @@ async def test_failed_and_dropped_actors_are_marked() -> None:
     assert attr(dropped, "emelex.actor.dropped") is True
     assert attr(dropped, "emelex.actor.cancelled") is True
     assert dropped.status.status_code is StatusCode.UNSET
+
+
+GLOBAL_PROVIDER_SCRIPT = """
+import json, sys, trio
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from emelex.agent import AgentSession
+from emelex.testing import Say, ScriptedModel
+
+async def main():
+    model = ScriptedModel([[Say("one")], [Say("two")]])
+    builder = AgentSession.builder(model, sys.argv[1])
+    with builder.include_file_tools(False).include_shell_tool(False).build() as session:
+        await session.run_turn("first")  # no provider yet: untraced
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+        await session.run_turn("second")
+    return [span.attributes["emelex.actor.kind"] for span in exporter.get_finished_spans()]
+
+print(json.dumps(trio.run(main)))
+"""
+
+
+def test_a_global_provider_set_later_traces_the_turns_after_it(tmp_path: Path) -> None:
+    # In a child interpreter: the global provider can be set once per process.
+    result = subprocess.run(
+        [sys.executable, "-c", GLOBAL_PROVIDER_SCRIPT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == ["model_job", "turn", "session"]
