@@ -172,7 +172,8 @@ async def open_traced_supervisor(name: str, path: str | None) -> AsyncIterator[S
 
     recorder = _recorder()
     provider = TracerProvider(
-        resource=Resource.create({"service.name": "emelex", "service.version": __version__})
+        resource=Resource.create({"service.name": "emelex", "service.version": __version__}),
+        shutdown_on_exit=False,  # shut down below, once, before the file is written
     )
     provider.add_span_processor(SimpleSpanProcessor(recorder))
     try:
