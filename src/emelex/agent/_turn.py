@@ -14,6 +14,7 @@ import attrs
 import trio
 
 from emelex._text import shorten
+from emelex.agent import _tracing as tracing
 from emelex.agent._approval import ApprovalContext, ApprovalDecision, ApprovalPolicy, Approve, Deny
 from emelex.agent._ceilings import RequestSize
 from emelex.agent._errors import (
@@ -33,7 +34,7 @@ from emelex.agent._events import (
 from emelex.agent._tool_table import RegisteredTool
 from emelex.agent._turn_core import AgentTurn, PlannedCall, TurnCore
 from emelex.agent._video import without_video
-from emelex.model import Client, GenerationRequest, Message
+from emelex.model import Client, Completed, GenerationRequest, Message
 from emelex.runtime import (
     CURRENT,
     ActorCall,
@@ -166,6 +167,7 @@ class TurnDriver:
             ActorKind.SESSION, f"session {self._session_id}", CURRENT
         )
         session_node.state = ActorState.RUNNING
+        tracing.session_started(session_node, self._session_id)
         result: AgentTurn | None = None
         error: BaseException | None = None
         try:
@@ -178,10 +180,14 @@ class TurnDriver:
                 sink.scope = turn.cancel_scope
                 route = _CancelRoute(turn.cancel_scope)
                 remove = cancellation.add_callback(route.cancel)
+                tracing.turn_started(turn.actor, self._session_id, core, self._client.model)
                 try:
                     result = await self._drive(core, turn, sink, route)
                 finally:
                     remove()
+                    tracing.turn_ended(
+                        turn.actor, core, result, sink.failure is not None, cancellation.cancelled
+                    )
         except BaseException as exc:
             error = exc
         finally:
@@ -222,9 +228,12 @@ class TurnDriver:
     async def _model_job(
         self, ctx: ActorContext, request: GenerationRequest, core: TurnCore, sink: _EventSink
     ) -> None:
+        tracing.model_round_started(ctx.actor, self._client.model, request)
         async with self._client.generate(request) as stream:
             async for event in stream:
                 sink.emit_all(core.on_model_event(event))
+                if isinstance(event, Completed):
+                    tracing.model_round_completed(ctx.actor, event.response)
 
     async def _resolve_call(
         self,
@@ -323,6 +332,7 @@ class TurnDriver:
             raise ApprovalFailed(f"approval policy raised {type(exc).__name__}: {exc}") from exc
         if not isinstance(decision, Approve | Deny):
             raise ApprovalFailed(f"approval policy returned {decision!r}, not Approve or Deny")
+        tracing.approval_decided(ctx.actor, context.call, decision)
         return decision
 
     @staticmethod
@@ -333,10 +343,13 @@ class TurnDriver:
         core: TurnCore,
         sink: _EventSink,
     ) -> ToolOutput:
+        tracing.tool_started(ctx.actor, entry.definition, invocation.call)
         await ctx.start_point()
         sink.emit_all(core.tool_started(invocation.call.id))
         ctx.on_cancel_requested(invocation.cancellation.cancel)
-        return _as_output(entry.definition.name, await entry.tool.invoke(invocation), None)
+        output = _as_output(entry.definition.name, await entry.tool.invoke(invocation), None)
+        tracing.tool_returned(ctx.actor, output)
+        return output
 
 
 def turn_failure(

@@ -315,7 +315,7 @@ def check_store() -> Check:
 
 
 def check_diagnostics_socket() -> Check:
-    from emelex.runtime._supervisor import DIAGNOSTICS_ENV
+    from emelex.runtime._diagnostics import DIAGNOSTICS_ENV
 
     value = os.environ.get(DIAGNOSTICS_ENV)
     details: dict[str, Any] = {"variable": DIAGNOSTICS_ENV, "path": value}

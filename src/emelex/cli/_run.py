@@ -33,6 +33,7 @@ from emelex.cli._plain import plain_agent, start_plain_session
 from emelex.cli._progress import LoadBar
 from emelex.cli._render import TerminalRenderer, bold, dim, event_json, safe
 from emelex.cli._store import open_cli_store, store_location
+from emelex.cli._trace import open_traced_supervisor
 from emelex.cli._tree import print_tree
 from emelex.model import Message
 from emelex.runtime import Supervisor, open_supervisor
@@ -256,7 +257,7 @@ async def _run_package(
 
 async def run_command(args: argparse.Namespace) -> int:
     lines = StdinLines() if sys.stdin.isatty() and not args.json else None
-    async with open_supervisor("emelex run"):
+    async with open_traced_supervisor("emelex run", args.trace):
         if not args.json:
             print(dim(f"loading {safe(args.model or 'the default model')}…"), file=sys.stderr)
         bar = None if args.json else LoadBar(sys.stderr, "weights")
