@@ -185,21 +185,58 @@ class SqliteStore:
 
     # -- sessions ---------------------------------------------------------------------------
     async def create_session(
-        self, session_id: str, authority_json: str, config: dict[str, Any] | None = None
-    ) -> None:
-        def create(job: WorkerJob[sqlite3.Connection, None]) -> None:
+        self,
+        session_id: str,
+        authority_json: str,
+        config: dict[str, Any] | None = None,
+        *,
+        events: Sequence[NewEvent] = (),
+        operation: OperationRecord | None = None,
+    ) -> AppendResult:
+        """Create a session and append its first ``events`` (with ``operation``'s receipt)
+        in one transaction. Raises :class:`SessionExists` when the id is taken."""
+        encoded = [(event, json.dumps(event.payload)) for event in events]
+
+        def create(job: WorkerJob[sqlite3.Connection, AppendResult]) -> AppendResult:
             db = job.resource
             now = time.time()
+            db.execute("BEGIN IMMEDIATE")
             try:
-                db.execute(
-                    "INSERT INTO sessions (id, created_at, updated_at, authority, config)"
-                    " VALUES (?, ?, ?, ?, ?)",
-                    (session_id, now, now, authority_json, json.dumps(config or {})),
-                )
-            except sqlite3.IntegrityError as exc:
-                raise SessionExists(f"session {session_id} already exists") from exc
+                try:
+                    db.execute(
+                        "INSERT INTO sessions (id, created_at, updated_at, authority, config)"
+                        " VALUES (?, ?, ?, ?, ?)",
+                        (session_id, now, now, authority_json, json.dumps(config or {})),
+                    )
+                except sqlite3.IntegrityError as exc:
+                    raise SessionExists(f"session {session_id} already exists") from exc
+                result = self._append(db, session_id, encoded, 0, "", operation)
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+            return result
 
-        await self._run(create, session_id)
+        result: AppendResult = await self._run(create, session_id)
+        return result
+
+    async def find_operation(self, session_id: str, reference: str, digest: str) -> str | None:
+        """The receipt of ``reference`` when it named this same request (``digest``),
+        None when the reference is unused; :class:`OperationConflict` when it named
+        another request."""
+
+        def find(job: WorkerJob[sqlite3.Connection, Any]) -> Any:
+            return job.resource.execute(
+                "SELECT digest, receipt FROM operations WHERE session_id=? AND reference=?",
+                (session_id, reference),
+            ).fetchone()
+
+        row = await self._read(find, session_id)
+        if row is None:
+            return None
+        if row[0] != digest:
+            raise OperationConflict(session_id, reference)
+        return _text(row[1], self.path, session_id, "operations.receipt")
 
     async def append_turn(
         self,
@@ -466,6 +503,19 @@ class SqliteStore:
             ),
             message=message,
         )
+
+    async def load_config(self, session_id: str) -> dict[str, Any]:
+        """The configuration object the session was created with."""
+
+        def find(job: WorkerJob[sqlite3.Connection, Any]) -> Any:
+            return job.resource.execute(
+                "SELECT config FROM sessions WHERE id=?", (session_id,)
+            ).fetchone()
+
+        row = await self._read(find, session_id)
+        if row is None:
+            raise SessionNotFound(f"no stored session {session_id}")
+        return _json_object(row[0], self.path, session_id, "config")
 
     async def load_session(self, session_id: str) -> StoredSession:
         def load(job: WorkerJob[sqlite3.Connection, tuple[Any, list[Any]]]) -> Any:
