@@ -22,7 +22,7 @@ import trio
 
 from emelex.contracts import ApproveResponse
 from emelex.service import Host
-from emelex.store import open_sqlite_store
+from emelex.store import StoredEvent, open_sqlite_store
 
 from .crash_child import SENDS, crash_agent
 
@@ -65,7 +65,7 @@ async def check_store(path: Path, receipts: dict[str, str]) -> None:
         if not sessions:
             return
         (session,) = sessions
-        events = []
+        events: list[StoredEvent] = []
         after = 0
         while batch := await store.events_after(session.id, after, limit=1000):
             events.extend(batch)
