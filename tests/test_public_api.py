@@ -147,6 +147,7 @@ EXPECTED = {
         "Position",
         "RowFields",
         "RowPage",
+        "StoredCall",
         "StoredEvent",
         "StoredRow",
         "turn_events",
@@ -462,6 +463,7 @@ EXPECTED = {
         "schema_for",
         "simple_casefold",
         "to_wire",
+        "trusted",
     },
     "emelex.testing.contract_strategies": {"wire_values"},
     "emelex.service.search": {

@@ -66,7 +66,7 @@ async def test_rows_are_addressed_by_position_under_a_fence(tmp_path: Path) -> N
         # A later turn does not leak into pages read under the first fence.
         await store.append_turn("s1", "t2", [Message("user", "more"), Message("assistant", "ok")])
         rest = await store.history_page("s1", through=page.through, after=page.next_after)
-        assert [r.message for r in rest.rows] == TURN[2:]
+        assert [r.message() for r in rest.rows] == TURN[2:]
         assert rest.next_after is None and rest.through == 5
         tool_row = rest.rows[0]
         assert (tool_row.fields.tool_name, tool_row.fields.tool_call_id) == ("read_file", "id-1")
@@ -256,7 +256,7 @@ def test_paging_under_a_fence_sees_each_row_once_and_nothing_newer(
                     "s1", through=page.through, after=page.next_after, limit=limit
                 )
                 seen.extend(page.rows)
-            assert [r.message for r in seen] == expected
+            assert [r.message() for r in seen] == expected
             positions = [(r.position.source_sequence, r.position.item_index) for r in seen]
             assert positions == sorted(set(positions))
 

@@ -64,12 +64,14 @@ from emelex.contracts import (
     find_matches,
     from_wire,
     to_wire,
+    trusted,
 )
 from emelex.service._digest import operation_digest
 from emelex.service._errors import (
     HostClosed,
     InteractionSettled,
     OperationConflict,
+    QueueFull,
     ServiceError,
     UnknownAgent,
     UnknownInteraction,
@@ -102,6 +104,18 @@ QUEUE_STARTED: Final = "queue.started"
 QUEUE_FINISHED: Final = "queue.finished"
 INTERACTION_REQUESTED: Final = "interaction.requested"
 INTERACTION_RESOLVED: Final = "interaction.resolved"
+
+
+def _before(cursor: Position | None, newest: Position | None) -> bool:
+    """Whether rows exist after ``cursor`` (``newest`` is the newest row's position)."""
+    if newest is None:
+        return False
+    if cursor is None:
+        return True
+    return (cursor.source_sequence, cursor.item_index) < (
+        newest.source_sequence,
+        newest.item_index,
+    )
 
 
 def _resolved(interaction: Interaction, resolution: Resolution) -> Interaction:
@@ -194,6 +208,9 @@ class _SessionState:
     resolved: dict[str, Interaction] = attrs.field(factory=dict)
     finished: set[str] = attrs.field(factory=set)
     subscribers: set[Subscriber] = attrs.field(factory=set)
+    #: The newest row's position (None before the first): a watcher already past it
+    #: needs no catch-up read.
+    last_row: Position | None = None
 
 
 class Host:
@@ -347,11 +364,15 @@ class Host:
             raise ServiceError(f"send text must hold 1 to {MAX_TEXT_CHARS} characters")
         digest = operation_digest("send", {"sessionId": session_id, "text": text})
         async with state.lock:
-            original = await self._find(state, operation, digest)
-            if original is not None:
-                return from_wire(SendReceipt, original)
+            try:
+                state.queue.check_room()
+            except QueueFull:
+                # A retry of an admitted send still gets its receipt from a full queue.
+                original = await self._find(state, operation, digest)
+                if original is not None:
+                    return from_wire(SendReceipt, original)
+                raise
             self._check_open()
-            state.queue.check_room()
             invocation_id = new_id()
             sequence = state.revision + 1
             receipt = SendReceipt(
@@ -359,11 +380,14 @@ class Host:
                 receipt=_receipt(operation, "send", session_id, sequence),
             )
             payload = {"invocationId": invocation_id, "operation": operation, "text": text}
-            await self._append(
+            # One store round trip: the replay check happens inside the append.
+            replayed = await self._append(
                 state,
                 [NewEvent(QUEUE_ADMITTED, None, payload)],
                 OperationRecord(operation, digest, json.dumps(to_wire(receipt))),
             )
+            if replayed is not None:
+                return from_wire(SendReceipt, json.loads(replayed))
             state.queue.admit(Work(invocation_id, operation, text, sequence))
         self._publish_queue(state)
         state.wake.set()
@@ -551,7 +575,7 @@ class Host:
             fields = [("body", row.fields.body), ("thinking", row.fields.thinking or "")]
             fields += [
                 ("toolArguments", json.dumps(call.arguments, ensure_ascii=False))
-                for call in row.message.tool_calls
+                for call in row.tool_calls
             ]
             for name, value in fields:
                 for start, end in find_matches(
@@ -590,7 +614,7 @@ class Host:
     ) -> AsyncGenerator[WatchUpdate, None]:
         yield QueueChanged(queue=self._queue_snapshot(state))
         yield InteractionsChanged(pending=tuple(p.interaction for p in state.pending.values()))
-        while not subscriber.ended:
+        while not subscriber.ended and _before(subscriber.delivered, state.last_row):
             page = await self.history(state.session_id, after=subscriber.delivered)
             caught_up = RowsPublished(through=page.through, rows=page.rows, next_after=None)
             fresh = subscriber.fresh_rows(caught_up) if page.rows else None
@@ -650,11 +674,18 @@ class Host:
         state: _SessionState,
         events: list[NewEvent],
         operation: OperationRecord | None = None,
-    ) -> None:
-        """Append under the session's lock (held by the caller); rows go to watchers."""
-        result = await self._store.append_events(state.session_id, events, operation=operation)
+    ) -> str | None:
+        """Append under the session's lock (held by the caller); rows go to watchers.
+        Returns the original receipt when ``operation`` was already applied (nothing is
+        appended then), else None."""
+        try:
+            result = await self._store.append_events(state.session_id, events, operation=operation)
+        except StoreOperationConflict as exc:
+            raise OperationConflict(
+                f"operation {exc.reference!r} was already used for a different request"
+            ) from exc
         if result.replayed:
-            raise OperationConflict("the operation was applied concurrently")
+            return result.receipt
         state.revision = result.sequences[-1]
         published: list[HistoryRow] = []
         names: dict[str, str] = {}
@@ -663,14 +694,15 @@ class Host:
                 for call in message.tool_calls:
                     names[call.id] = call.name
                 published.append(
-                    HistoryRow(
-                        position=Position(source_sequence=sequence, item_index=index),
-                        turn_id=event.turn_id or "",  # type: ignore[arg-type]
+                    trusted(
+                        HistoryRow,
+                        position=trusted(Position, source_sequence=sequence, item_index=index),
+                        turn_id=event.turn_id or "",
                         role=message.role,
                         body=message.text,
                         thinking=message.reasoning,
                         tool_calls=tuple(
-                            ToolCallInfo(id=c.id, name=c.name, arguments=dict(c.arguments))
+                            trusted(ToolCallInfo, id=c.id, name=c.name, arguments=c.arguments)
                             for c in message.tool_calls
                         ),
                         tool_call_id=message.tool_call_id,
@@ -681,11 +713,13 @@ class Host:
                     )
                 )
         if published:
+            state.last_row = published[-1].position
             update = RowsPublished(
                 through=state.revision, rows=tuple(published), next_after=published[-1].position
             )
             for subscriber in tuple(state.subscribers):
                 subscriber.offer(update)
+        return None
 
     def _queue_snapshot(self, state: _SessionState) -> QueueSnapshot:
         return QueueSnapshot(
@@ -836,6 +870,8 @@ class Host:
                     self._replay(state, event.kind, event.payload, event.sequence, started)
                 after = events[-1].sequence
             state.revision = after
+            newest = await self._store.last_position(summary.id)
+            state.last_row = None if newest is None else wire_position(newest)
             self._sessions[summary.id] = state
             interrupted = [i for i in started if i in state.queue]
             for invocation_id in interrupted:

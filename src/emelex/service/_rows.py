@@ -1,15 +1,21 @@
-"""Store rows as the wire's history rows."""
+"""Store rows as the wire's history rows.
+
+Rows come from the Host's own store, whose every value was checked on the way in (and
+whose types are checked again on the way out, see ``emelex.store``), so they are built
+with :func:`emelex.contracts.trusted`: the construction checks cost more than the read.
+"""
 
 from __future__ import annotations
 
-from emelex.contracts import HistoryRow, Position, ToolCallInfo
-from emelex.contracts import TurnId as WireTurnId
+from emelex.contracts import HistoryRow, Position, ToolCallInfo, trusted
 from emelex.store import Position as StorePosition
 from emelex.store import StoredRow
 
 
 def wire_position(position: StorePosition) -> Position:
-    return Position(source_sequence=position.source_sequence, item_index=position.item_index)
+    return trusted(
+        Position, source_sequence=position.source_sequence, item_index=position.item_index
+    )
 
 
 def store_position(position: Position) -> StorePosition:
@@ -18,15 +24,16 @@ def store_position(position: Position) -> StorePosition:
 
 def wire_row(row: StoredRow) -> HistoryRow:
     fields = row.fields
-    return HistoryRow(
+    return trusted(
+        HistoryRow,
         position=wire_position(row.position),
-        turn_id=WireTurnId(row.turn_id),
-        role=fields.role,  # type: ignore[arg-type]
+        turn_id=row.turn_id,
+        role=fields.role,
         body=fields.body,
         thinking=fields.thinking,
         tool_calls=tuple(
-            ToolCallInfo(id=call.id, name=call.name, arguments=dict(call.arguments))
-            for call in row.message.tool_calls
+            trusted(ToolCallInfo, id=call.id, name=call.name, arguments=call.arguments)
+            for call in row.tool_calls
         ),
         tool_call_id=fields.tool_call_id,
         tool_name=fields.tool_name,

@@ -13,7 +13,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from emelex.model import Message
+from emelex.model import Message, from_json
 
 #: Event kinds a committed turn appends, in log order.
 TURN_INPUT: Final = "turn.input"
@@ -57,13 +57,28 @@ class RowFields:
 
 
 @attrs.frozen
+class StoredCall:
+    """A tool call an assistant row proposed."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@attrs.frozen
 class StoredRow:
-    """One history row read back from the log."""
+    """One history row read back from the log. The full message is decoded only when
+    asked for (:meth:`message`): pages and searches need just the fields."""
 
     position: Position
     turn_id: str
     fields: RowFields
-    message: Message
+    tool_calls: tuple[StoredCall, ...]
+    message_json: str = attrs.field(repr=False)
+
+    def message(self) -> Message:
+        """The stored message (raises ``SerializationError`` when it does not decode)."""
+        return from_json(self.message_json, Message)
 
 
 @attrs.frozen

@@ -54,6 +54,7 @@ CREATE TABLE IF NOT EXISTS rows (
     tool_call_id TEXT,
     body TEXT NOT NULL,
     thinking TEXT,
+    tool_calls TEXT,
     message TEXT NOT NULL,
     PRIMARY KEY (session_id, source_sequence, item_index)
 ) WITHOUT ROWID;
@@ -79,7 +80,8 @@ INSERT_EVENT = (
 )
 INSERT_ROW = (
     "INSERT INTO rows (session_id, source_sequence, item_index, turn_id, role, internal,"
-    " tool_name, tool_call_id, body, thinking, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " tool_name, tool_call_id, body, thinking, tool_calls, message)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -175,6 +177,7 @@ def insert_row(
             fields.tool_call_id,
             fields.body,
             fields.thinking,
+            calls_json(message),
             to_json(message),
         ),
     )
@@ -184,6 +187,14 @@ def insert_row(
             "INSERT OR IGNORE INTO calls (session_id, call_id, tool_name) VALUES (?, ?, ?)",
             [(session_id, call.id, call.name) for call in message.tool_calls],
         )
+
+
+def calls_json(message: Message) -> str | None:
+    """The proposed calls as ``[[id, name, arguments], ...]`` (None without calls), so
+    pages and searches need not decode the whole message."""
+    if not message.tool_calls:
+        return None
+    return json.dumps([[c.id, c.name, c.arguments] for c in message.tool_calls])
 
 
 #: ``MIGRATIONS[n]`` turns schema ``n`` into schema ``n + 1`` (inside one transaction).

@@ -41,6 +41,7 @@ from emelex.store._log import (
     Position,
     RowFields,
     RowPage,
+    StoredCall,
     StoredEvent,
     StoredRow,
     ToolNames,
@@ -138,6 +139,18 @@ def _json_object(value: object, path: str, session_id: str, field: str) -> dict[
             field=field,
         )
     return data
+
+
+def _calls(value: object, path: str, session_id: str, field: str) -> tuple[StoredCall, ...]:
+    if value is None:
+        return ()
+    try:
+        data = json.loads(_text(value, path, session_id, field))
+        return tuple(StoredCall(id=str(c[0]), name=str(c[1]), arguments=dict(c[2])) for c in data)
+    except (ValueError, TypeError, IndexError, KeyError, RecursionError) as exc:
+        raise StoreCorrupt(
+            f"not a list of calls ({exc})", path=path, session_id=session_id, field=field
+        ) from exc
 
 
 def _title(messages: Sequence[Message]) -> str:
@@ -381,6 +394,25 @@ class SqliteStore:
             raise SessionNotFound(f"no stored session {session_id}")
         return _count(row[0], self.path, session_id, "sessions.last_sequence")
 
+    async def last_position(self, session_id: str) -> Position | None:
+        """The newest row's position (internal rows included), None without rows."""
+
+        def find(job: WorkerJob[sqlite3.Connection, Any]) -> Any:
+            return job.resource.execute(
+                "SELECT source_sequence, item_index FROM rows WHERE session_id=?"
+                " ORDER BY source_sequence DESC, item_index DESC LIMIT 1",
+                (session_id,),
+            ).fetchone()
+
+        row = await self._read(find, session_id)
+        if row is None:
+            return None
+        field = "rows.position"
+        return Position(
+            _count(row[0], self.path, session_id, field),
+            _count(row[1], self.path, session_id, field),
+        )
+
     async def history_page(
         self,
         session_id: str,
@@ -477,13 +509,6 @@ class SqliteStore:
     def _row(self, session_id: str, r: Any) -> StoredRow:
         path = self.path
         field = f"rows[{r[0]},{r[1]}]"
-        body = _text(r[9], path, session_id, field + ".message")
-        try:
-            message = from_json(body, Message)
-        except SerializationError as exc:
-            raise StoreCorrupt(
-                str(exc), path=path, session_id=session_id, field=field + ".message"
-            ) from exc
         optional = [
             None if value is None else _text(value, path, session_id, field)
             for value in (r[5], r[6], r[8])
@@ -501,7 +526,8 @@ class SqliteStore:
                 body=_text(r[7], path, session_id, field + ".body"),
                 thinking=optional[2],
             ),
-            message=message,
+            tool_calls=_calls(r[9], path, session_id, field + ".tool_calls"),
+            message_json=_text(r[10], path, session_id, field + ".message"),
         )
 
     async def load_config(self, session_id: str) -> dict[str, Any]:
@@ -608,7 +634,7 @@ class SqliteStore:
 
 _SELECT_ROWS = (
     "SELECT source_sequence, item_index, turn_id, role, internal, tool_name, tool_call_id,"
-    " body, thinking, message FROM rows"
+    " body, thinking, tool_calls, message FROM rows"
 )
 
 
