@@ -289,6 +289,8 @@ EXPECTED = {
         "TurnCompleted",
         "TurnFailed",
         "AgentError",
+        "ToolJournal",
+        "ToolJournalFailed",
         "ToolUnavailable",
         "CapabilityMissing",
         "CeilingExceeded",

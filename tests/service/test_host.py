@@ -20,6 +20,7 @@ from emelex.contracts import (
     WatchEnded,
     WatchUpdate,
 )
+from emelex.model import Message, ToolCall, to_json
 from emelex.service import (
     Host,
     InteractionSettled,
@@ -287,3 +288,64 @@ def test_receipts_are_json(tmp_path: Path) -> None:
 
     wire = trio.run(scenario)
     assert json.loads(json.dumps(wire))["receipt"]["action"] == "createSession"
+
+
+async def test_restart_checkpoints_a_turn_whose_tool_may_have_run(tmp_path: Path) -> None:
+    root = tmp_path / "host"
+    async with Host.open(root, agents={"helper": agent()}) as host:
+        session = (await host.create_session("helper", tmp_path, operation="c")).session
+    checkpoint = [
+        Message.user("note it"),
+        Message.assistant("", tool_calls=(ToolCall("c1", "note", {"text": "x"}),)),
+        Message("tool", "interrupted", tool_call_id="c1"),
+    ]
+    async with open_sqlite_store(str(root / "host.db")) as store:
+        admitted = {"invocationId": "inv-1", "operation": "s1", "text": "note it"}
+        await store.append_events(
+            session.id,
+            [
+                NewEvent("queue.admitted", None, admitted),
+                NewEvent("queue.started", None, {"invocationId": "inv-1"}),
+                NewEvent(
+                    "turn.journal",
+                    "turn-1",
+                    {
+                        "invocationId": "inv-1",
+                        "messages": [json.loads(to_json(m)) for m in checkpoint],
+                    },
+                ),
+            ],
+        )
+    async with Host.open(root, agents={"helper": agent()}) as host:
+        rows = (await host.history(session.id)).rows
+        assert [(r.role, r.turn_id) for r in rows] == [
+            ("user", "turn-1"),
+            ("assistant", "turn-1"),
+            ("tool", "turn-1"),
+        ]
+        assert rows[2].tool_name == "note"
+    async with open_sqlite_store(str(root / "host.db")) as store:
+        events = await store.events_after(session.id, 0, limit=100)
+    settled = [e.payload for e in events if e.kind == "turn.settled"]
+    assert settled == [{"outcome": "checkpointed", "rows": 3}]
+
+
+async def test_each_tool_call_is_journalled_before_it_runs(tmp_path: Path) -> None:
+    NOTES.clear()
+    rounds = agent([Call("note", {"text": "milk"})], [Say("done")])
+    root = tmp_path / "host"
+    async with Host.open(root, agents={"helper": rounds}) as host:
+        session = (await host.create_session("helper", tmp_path, operation="c")).session
+        await host.send(session.id, "note milk", operation="s1")
+        interaction_id = await until_pending(host, session.id)
+        await host.respond(session.id, interaction_id, ApproveResponse(), operation="a1")
+        await until_idle(host, session.id)
+    async with open_sqlite_store(str(root / "host.db")) as store:
+        events = await store.events_after(session.id, 0, limit=100)
+    kinds = [e.kind for e in events]
+    # The journal entry lands after the approval and before the tool's result exists.
+    assert kinds.index("interaction.resolved") < kinds.index("turn.journal")
+    (journal,) = [e for e in events if e.kind == "turn.journal"]
+    roles = [m["data"]["role"] for m in journal.payload["messages"]]
+    assert roles == ["user", "assistant", "tool"]
+    assert NOTES == ["milk"]

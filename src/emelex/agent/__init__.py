@@ -38,6 +38,7 @@ from emelex.agent._errors import (
     RetryBudgetExhausted,
     RoundLimitExceeded,
     SessionClosed,
+    ToolJournalFailed,
     ToolUnavailable,
     TurnCancelled,
     TurnInProgress,
@@ -62,7 +63,7 @@ from emelex.agent._events import (
 )
 from emelex.agent._session import AgentSession
 from emelex.agent._tool_table import DEFAULT_TOOL_RETRIES
-from emelex.agent._turn import EventConsumer
+from emelex.agent._turn import EventConsumer, ToolJournal
 from emelex.agent._turn_core import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_MAX_ROUNDS,
@@ -140,6 +141,8 @@ __all__ = [
     "ToolProgress",
     "ToolProposed",
     "ToolStarted",
+    "ToolJournal",
+    "ToolJournalFailed",
     "ToolUnavailable",
     "TurnCancelled",
     "TurnCompleted",

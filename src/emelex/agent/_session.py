@@ -93,6 +93,7 @@ class AgentSession:
             client=parts.client,
             approval=parts.approval,
             workspace_root=resolved.workspace.root,
+            journal=parts.journal,
         )
         self._busy = False
         self._closed = False

@@ -7,7 +7,7 @@ keeps state between turns.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -22,6 +22,7 @@ from emelex.agent._errors import (
     ApprovalFailed,
     EventConsumerError,
     ModelFailed,
+    ToolJournalFailed,
     TurnCancelled,
 )
 from emelex.agent._events import (
@@ -55,6 +56,9 @@ from emelex.tools import (
 )
 
 EventConsumer = Callable[[AgentEvent], object]
+#: Awaited with (turn id, checkpoint) before each tool call may start; see
+#: :meth:`emelex.agent.AgentSessionBuilder.tool_journal`.
+ToolJournal = Callable[[str, tuple[Message, ...]], Awaitable[None]]
 
 #: Longest error text reported to the model for a failing tool.
 MAX_TOOL_ERROR_CHARS = 2_000
@@ -143,15 +147,22 @@ class TurnOutcome:
 class TurnDriver:
     """Runs a session's turns: one turn actor per turn, below the session's actor."""
 
-    __slots__ = ("_approval", "_client", "_session_id", "_workspace_root")
+    __slots__ = ("_approval", "_client", "_journal", "_session_id", "_workspace_root")
 
     def __init__(
-        self, *, session_id: str, client: Client, approval: ApprovalPolicy, workspace_root: str
+        self,
+        *,
+        session_id: str,
+        client: Client,
+        approval: ApprovalPolicy,
+        workspace_root: str,
+        journal: ToolJournal | None = None,
     ) -> None:
         self._session_id = session_id
         self._client = client
         self._approval = approval
         self._workspace_root = workspace_root
+        self._journal = journal
 
     async def drive(
         self,
@@ -294,6 +305,15 @@ class TurnDriver:
                 [ToolProgress(core.turn_id, call.id, message, done, total)]
             ),
         )
+        if self._journal is not None:
+            # Written down before the tool may run: a host that loses the process now
+            # settles the turn as this checkpoint (a tool may have run), never rolls back.
+            try:
+                await self._journal(core.turn_id, core.checkpoint_if_lost(call.id))
+            except Exception as exc:
+                raise ToolJournalFailed(
+                    f"the tool journal raised {type(exc).__name__} before {call.name!r}: {exc}"
+                ) from exc
         running = turn.call(
             self._tool_job,
             entry,

@@ -9,6 +9,7 @@ rows, the end of its invocation and the settlement of its interactions commit to
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pathlib
@@ -66,6 +67,8 @@ from emelex.contracts import (
     to_wire,
     trusted,
 )
+from emelex.model import Message, from_json
+from emelex.model import to_json as to_json_message
 from emelex.service._digest import operation_digest
 from emelex.service._errors import (
     HostClosed,
@@ -104,6 +107,8 @@ QUEUE_STARTED: Final = "queue.started"
 QUEUE_FINISHED: Final = "queue.finished"
 INTERACTION_REQUESTED: Final = "interaction.requested"
 INTERACTION_RESOLVED: Final = "interaction.resolved"
+#: Before each tool call may start: what the turn commits if the Host is lost then.
+TURN_JOURNAL: Final = "turn.journal"
 
 
 def _before(cursor: Position | None, newest: Position | None) -> bool:
@@ -780,6 +785,7 @@ class Host:
                 await self._engine.create(agent)
                 .session_id(state.session_id)
                 .history(stored.messages)
+                .tool_journal(functools.partial(self._journal, state))
                 .start()
             )
         return state.app
@@ -826,6 +832,21 @@ class Host:
         self._publish_queue(state)
         self._publish_interactions(state)
 
+    async def _journal(
+        self, state: _SessionState, turn_id: str, checkpoint: tuple[Message, ...]
+    ) -> None:
+        """Write down, before a tool may run, what the turn commits if the Host is lost:
+        recovery then checkpoints the turn instead of rolling it back."""
+        running = state.queue.running
+        if running is None:
+            raise ServiceError("a tool is starting outside of any invocation")
+        payload = {
+            "invocationId": running.work.invocation_id,
+            "messages": [json.loads(to_json_message(m)) for m in checkpoint],
+        }
+        async with state.lock:
+            await self._append(state, [NewEvent(TURN_JOURNAL, turn_id, payload)])
+
     def _settle_interactions(
         self, state: _SessionState, invocation_id: str, by: str
     ) -> list[NewEvent]:
@@ -861,6 +882,7 @@ class Host:
                 continue
             state = self._new_state(summary.id, stored_config, created_at=summary.created_at)
             started: set[str] = set()
+            journals: dict[str, tuple[str, list[Any]]] = {}
             after = 0
             while True:
                 events = await self._store.events_after(summary.id, after, limit=1000)
@@ -868,6 +890,9 @@ class Host:
                     break
                 for event in events:
                     self._replay(state, event.kind, event.payload, event.sequence, started)
+                    if event.kind == TURN_JOURNAL and event.turn_id is not None:
+                        journal = event.payload
+                        journals[journal["invocationId"]] = (event.turn_id, journal["messages"])
                 after = events[-1].sequence
             state.revision = after
             newest = await self._store.last_position(summary.id)
@@ -877,11 +902,18 @@ class Host:
             for invocation_id in interrupted:
                 state.queue.remove(invocation_id)
                 settled = self._settle_interactions(state, invocation_id, "restart")
-                turn_id = new_id()
+                if invocation_id in journals:
+                    # A tool may have run: keep the journalled checkpoint (harness rule).
+                    turn_id, bodies = journals[invocation_id]
+                    messages = [from_json(json.dumps(body), Message) for body in bodies]
+                    turn = turn_events(turn_id, messages, outcome="checkpointed")
+                else:
+                    turn_id = new_id()
+                    turn = turn_events(turn_id, (), outcome="rolled_back")
                 await self._append(
                     state,
                     [
-                        *turn_events(turn_id, (), outcome="rolled_back"),
+                        *turn,
                         *settled,
                         NewEvent(
                             QUEUE_FINISHED,
