@@ -630,6 +630,11 @@ class Host:
         while (update := await subscriber.receive()) is not None:
             yield update
 
+    @property
+    def closed(self) -> bool:
+        """Whether the Host has begun closing (it then takes no new work)."""
+        return self._closed
+
     # -- internals --------------------------------------------------------------------------
     def _begin_close(self) -> None:
         """Stop taking work; cancel running turns through their AgentCancellation so the
@@ -764,14 +769,22 @@ class Host:
                 await state.wake.wait()
                 continue
             async with state.lock:
+                # While this waited for the lock the Host may have begun closing, or a
+                # stop may have taken the work out of the queue.
+                if self.closed:
+                    return
+                if state.queue.next_to_run() != work:
+                    continue
+                # Set before the append awaits, so a close that begins meanwhile cancels
+                # this turn (it then settles at once, as interrupted).
+                cancellation = state.cancellation = AgentCancellation()
                 await self._append(
                     state,
                     [NewEvent(QUEUE_STARTED, None, {"invocationId": work.invocation_id})],
                 )
                 state.queue.start(work.invocation_id)
-                state.cancellation = AgentCancellation()
             self._publish_queue(state)
-            await self._run_turn(state, work, state.cancellation)
+            await self._run_turn(state, work, cancellation)
 
     async def _app_session(self, state: _SessionState) -> AppSession:
         if state.app is None:
@@ -802,7 +815,10 @@ class Host:
             events = turn_events(turn.turn_id, turn.messages)
             turn_id = turn.turn_id
         except AgentError as exc:
-            outcome = "stopped" if cancellation.cancelled else "failed"
+            if cancellation.cancelled:
+                outcome = "interrupted" if self._closed else "stopped"
+            else:
+                outcome = "failed"
             error = {"type": type(exc).__name__, "message": str(exc)[:4096]}
             if exc.rolled_back is False:
                 events = turn_events(turn_id, exc.checkpoint, outcome="checkpointed")
