@@ -98,8 +98,8 @@ async def test_one_workspace_per_session(tmp_path: Path, monkeypatch: pytest.Mon
     opened: list[Workspace] = []
     real_open = Workspace.open
 
-    def counting_open(root: Any) -> Workspace:
-        workspace = real_open(root)
+    def counting_open(root: Any, **options: Any) -> Workspace:
+        workspace = real_open(root, **options)
         opened.append(workspace)
         return workspace
 

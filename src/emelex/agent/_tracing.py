@@ -50,7 +50,14 @@ def capture_content() -> bool:
 
 
 def model_identity(model: AgentModel) -> tuple[str, str | None]:
-    """``(gen_ai.provider.name, gen_ai.request.model)`` for a model, as far as known."""
+    """``(gen_ai.provider.name, gen_ai.request.model)`` for a model, as far as known.
+    Wrappers that expose the model they wrap as ``wrapped`` (the Engine's gating and
+    budgeting models) are looked through."""
+    for _ in range(8):  # bounded: a wrapper chain is a handful deep
+        inner = getattr(model, "wrapped", None)
+        if inner is None:
+            break
+        model = inner
     module = type(model).__module__
     if module.startswith("emelex.model.openai"):
         name = getattr(model, "model", None)

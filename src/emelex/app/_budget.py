@@ -412,6 +412,11 @@ class BudgetedModel:
         self._meter = meter
 
     @property
+    def wrapped(self) -> AgentModel:
+        """The model this one wraps (tracing reports the wrapped model's identity)."""
+        return self._inner
+
+    @property
     def capabilities(self) -> Capabilities:
         return self._inner.capabilities
 

@@ -237,6 +237,11 @@ class GatedModel:
         self._hub = hub
 
     @property
+    def wrapped(self) -> AgentModel:
+        """The model this one wraps (tracing reports the wrapped model's identity)."""
+        return self._inner
+
+    @property
     def capabilities(self) -> Capabilities:
         return self._inner.capabilities
 
