@@ -290,6 +290,7 @@ EXPECTED = {
         "TurnFailed",
         "AgentError",
         "ToolJournal",
+        "check_max_retries",
         "ToolJournalFailed",
         "ToolUnavailable",
         "CapabilityMissing",

@@ -72,6 +72,7 @@ from emelex.agent._turn_core import (
     TurnCore,
     TurnPhase,
     TurnResolution,
+    check_max_retries,
 )
 from emelex.runtime import AgentCancellation
 from emelex.tools import (
@@ -85,6 +86,7 @@ from emelex.tools import (
 from emelex.tools.builtin import WebSearchProvider, WebSearchResult
 
 __all__ = [
+    "check_max_retries",
     "AUTHORITY_VERSION",
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_MAX_ROUNDS",

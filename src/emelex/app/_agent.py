@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import attrs
 
-from emelex.agent import AgentTurn, ApprovalPolicy
+from emelex.agent import DEFAULT_MAX_RETRIES, AgentTurn, ApprovalPolicy, check_max_retries
 from emelex.app._capabilities import (
     BUILTIN_TOOLS,
     BuiltinCapability,
@@ -148,6 +148,9 @@ class Agent:
     output_type: Any = None
     #: Retry turns after an invalid structured answer.
     output_retries: int = DEFAULT_OUTPUT_RETRIES
+    #: Rounds of a turn in which the model may get corrections (invalid arguments,
+    #: ``RetryWithFeedback``); see ``docs/app/retries.md``.
+    max_retries: int = DEFAULT_MAX_RETRIES
 
     @staticmethod
     def builder() -> AgentBuilder:
@@ -227,6 +230,7 @@ class AgentBuilder:
         self._options = GenerationOptions()
         self._output_type: Any = None
         self._output_retries: Any = DEFAULT_OUTPUT_RETRIES
+        self._max_retries = DEFAULT_MAX_RETRIES
 
     def name(self, name: str) -> AgentBuilder:
         self._name = name
@@ -330,6 +334,14 @@ class AgentBuilder:
         self._output_retries = retries
         return self
 
+    def max_retries(self, n: int) -> AgentBuilder:
+        """Rounds of each turn in which the model may get corrections (default 6); the
+        next one fails the turn with ``RetryBudgetExhausted``. Each tool keeps its own
+        budget (``@tool(max_retries=...)``)."""
+        check_max_retries(n)
+        self._max_retries = n
+        return self
+
     # -- validation -----------------------------------------------------------------------
     def build(self) -> Agent:
         name = self._name
@@ -380,6 +392,7 @@ class AgentBuilder:
             options=self._options,
             output_type=self._output_type,
             output_retries=retries,
+            max_retries=self._max_retries,
         )
 
     def _check_tools(self) -> list[AgentTool]:

@@ -309,6 +309,7 @@ class SessionStarter:
                 .tools(GatedTool(tool, hub) for tool in assembly.tools)
                 .history(history)
                 .tool_journal(self._journal)
+                .max_retries(agent.max_retries)
             )
             agent_session = builder.build()
             if board is not None:
