@@ -16,6 +16,7 @@
         turn = await session.send_and_wait("What is 2 + 3?")
 """
 
+from emelex.app import _agent as _agent_module
 from emelex.app._agent import Agent, AgentBuilder, SeedFile
 from emelex.app._budget import (
     DEFAULT_CONTEXT_TOKENS,
@@ -273,3 +274,7 @@ __all__ = [
     "UsageBudgetExhausted",
     "WorkspaceConflict",
 ]
+
+# Agent.load / agent.export delegate to the package modules (see app/_agent.PACKAGE_IO).
+_agent_module.PACKAGE_IO.load = load_agent
+_agent_module.PACKAGE_IO.export = export_agent

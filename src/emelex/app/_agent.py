@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import pathlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import attrs
@@ -121,6 +121,18 @@ def tool_gated(tool: AgentTool) -> bool:
     return bool(getattr(tool, "gated", False))
 
 
+class _PackageIO:
+    """The package reader and writer, which build and read Agents and so cannot be
+    imported here without an import circle: the ``emelex.app`` facade (always imported
+    before this module) hands them in."""
+
+    load: Callable[..., Agent]
+    export: Callable[..., None]
+
+
+PACKAGE_IO = _PackageIO()
+
+
 @attrs.frozen
 class Agent:
     """An immutable, validated application description; build one with
@@ -155,6 +167,22 @@ class Agent:
     @staticmethod
     def builder() -> AgentBuilder:
         return AgentBuilder()
+
+    @staticmethod
+    def load(
+        path: str | os.PathLike[str],
+        *,
+        bindings: Mapping[str, Client | AgentModel] | None = None,
+        approver: ApprovalPolicy | None = None,
+    ) -> Agent:
+        """The agent of the package at ``path`` (see :func:`emelex.app.load_agent`;
+        :func:`emelex.app.load_package` also keeps the package's metadata)."""
+        return PACKAGE_IO.load(path, bindings=bindings, approver=approver)
+
+    def export(self, path: str | os.PathLike[str]) -> None:
+        """Write this agent as a package at ``path`` (see :func:`emelex.app.export_agent`,
+        which also takes the package's description, version, binding and preset)."""
+        PACKAGE_IO.export(self, path)
 
     @overload
     def run_sync(
