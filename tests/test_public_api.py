@@ -167,6 +167,10 @@ EXPECTED = {
         "tool_schema_problem",
     },
     "emelex.store": {
+        "MODEL_COMPLETION",
+        "TOOL_RESULT",
+        "TURN_INPUT",
+        "TURN_SETTLED",
         "MAX_PAGE_ROWS",
         "SCHEMA_VERSION",
         "AppendResult",

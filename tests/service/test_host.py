@@ -22,6 +22,7 @@ from emelex.contracts import (
 )
 from emelex.model import Message, ToolCall, to_json
 from emelex.service import (
+    ForkRefused,
     Host,
     InteractionSettled,
     OperationConflict,
@@ -349,3 +350,59 @@ async def test_each_tool_call_is_journalled_before_it_runs(tmp_path: Path) -> No
     roles = [m["data"]["role"] for m in journal.payload["messages"]]
     assert roles == ["user", "assistant", "tool"]
     assert NOTES == ["milk"]
+
+
+async def test_fork_keeps_history_through_a_turn_and_never_widens(tmp_path: Path) -> None:
+    NOTES.clear()
+    rounds = agent([Say("first answer")], [Say("second answer")], [Say("fork answer")])
+    async with Host.open(tmp_path / "host", agents={"helper": rounds}) as host:
+        source = (await host.create_session("helper", tmp_path, operation="c")).session
+        await host.send(source.id, "one", operation="s1")
+        await until_idle(host, source.id)
+        first_turn = (await host.history(source.id)).rows[-1].turn_id
+        await host.send(source.id, "two", operation="s2")
+        await until_idle(host, source.id)
+        revision = (await host.history(source.id)).through
+        fork = await host.fork(
+            source.id, revision=revision, turn_id=first_turn, operation="f1", tools=[]
+        )
+        assert (
+            await host.fork(
+                source.id, revision=revision, turn_id=first_turn, operation="f1", tools=[]
+            )
+            == fork
+        )
+        assert await host.fork_receipt(source.id, operation="f1") == fork
+        assert await host.fork_receipt(source.id, operation="never") is None
+        assert fork.branch.source_session_id == source.id
+        assert fork.branch.source_turn_id == first_turn
+        assert fork.session.branch == fork.branch
+        copied = (await host.history(fork.session.id)).rows
+        assert [(r.role, r.body) for r in copied] == [
+            ("user", "one"),
+            ("assistant", "first answer"),
+        ]
+        assert host.queue(fork.session.id).entries == ()
+        with pytest.raises(ForkRefused, match="cannot enable"):
+            await host.fork(
+                fork.session.id,
+                revision=fork.session.revision,
+                operation="f2",
+                tools=["note"],
+            )
+        with pytest.raises(ForkRefused, match="not a revision"):
+            await host.fork(source.id, revision=revision + 100, operation="f3")
+        with pytest.raises(ForkRefused, match="not a settled turn"):
+            await host.fork(source.id, revision=2, turn_id=first_turn, operation="f4")
+        with pytest.raises(OperationConflict):
+            await host.fork(source.id, revision=revision, operation="f1")
+        # The fork works on its own: new turns land after the copied history.
+        await host.send(fork.session.id, "three", operation="s3")
+        await until_idle(host, fork.session.id)
+        rows = (await host.history(fork.session.id)).rows
+        assert [r.body for r in rows][-2:] == ["three", "fork answer"]
+        assert len((await host.history(source.id)).rows) == 4
+    # Forks survive a restart with their branch and narrowed tools.
+    async with Host.open(tmp_path / "host", agents={"helper": agent()}) as host:
+        (info,) = [s for s in host.sessions() if s.id == fork.session.id]
+        assert info.branch == fork.branch

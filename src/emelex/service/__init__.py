@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from emelex.service._errors import (
+        ForkRefused,
         HostClosed,
         InteractionSettled,
         OperationConflict,
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "Host": "emelex.service._host",
+    "ForkRefused": "emelex.service._errors",
     "HostClosed": "emelex.service._errors",
     "InteractionSettled": "emelex.service._errors",
     "OperationConflict": "emelex.service._errors",
@@ -39,6 +41,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "ForkRefused",
     "Host",
     "HostClosed",
     "InteractionSettled",

@@ -40,3 +40,8 @@ class QueueFull(ServiceError):
 
 class HostClosed(ServiceError):
     """The Host is closing or closed."""
+
+
+class ForkRefused(ServiceError):
+    """The fork cannot be made as asked: the revision or turn does not exist or is not
+    settled there, or the fork would enable tools its source has not."""

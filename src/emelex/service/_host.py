@@ -15,7 +15,7 @@ import os
 import pathlib
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
@@ -39,8 +39,10 @@ from emelex.contracts import (
     MAX_QUERY_CHARS,
     MAX_TEXT_CHARS,
     ApproveResponse,
+    Branch,
     CreateSessionReceipt,
     DenyResponse,
+    ForkReceipt,
     HistoryPage,
     HistoryRow,
     Interaction,
@@ -71,6 +73,7 @@ from emelex.model import Message, from_json
 from emelex.model import to_json as to_json_message
 from emelex.service._digest import operation_digest
 from emelex.service._errors import (
+    ForkRefused,
     HostClosed,
     InteractionSettled,
     OperationConflict,
@@ -85,6 +88,7 @@ from emelex.service._queue import Work, WorkQueue
 from emelex.service._rows import store_position, wire_position, wire_row
 from emelex.service._watch import DEFAULT_WATCH_BUFFER, Subscriber
 from emelex.store import (
+    TURN_SETTLED,
     NewEvent,
     OperationRecord,
     SessionExists,
@@ -109,6 +113,11 @@ INTERACTION_REQUESTED: Final = "interaction.requested"
 INTERACTION_RESOLVED: Final = "interaction.resolved"
 #: Before each tool call may start: what the turn commits if the Host is lost then.
 TURN_JOURNAL: Final = "turn.journal"
+
+
+def _fork_id(session_id: str, operation: str) -> str:
+    """A fork's session id follows from its source and operation, so a retry finds it."""
+    return "s-" + uuid.uuid5(_SESSION_NAMESPACE, f"fork\0{session_id}\0{operation}").hex
 
 
 def _before(cursor: Position | None, newest: Position | None) -> bool:
@@ -216,6 +225,9 @@ class _SessionState:
     #: The newest row's position (None before the first): a watcher already past it
     #: needs no catch-up read.
     last_row: Position | None = None
+    #: Where a forked session came from (wire form), and the tools it is narrowed to.
+    branch: dict[str, Any] | None = None
+    tools: tuple[str, ...] | None = None
 
 
 class Host:
@@ -353,7 +365,7 @@ class Host:
                 "agent": state.agent_name,
                 "title": state.title,
                 "workspace": state.workspace,
-                "branch": None,
+                "branch": state.branch,
                 "state": "running" if state.queue.running is not None else "idle",
                 "revision": state.revision,
                 "createdAtMs": int(state.created_at * 1000),
@@ -518,6 +530,158 @@ class Host:
         self._publish_interactions(state)
         return receipt
 
+    # -- forks --------------------------------------------------------------------------
+    async def fork(
+        self,
+        session_id: str,
+        *,
+        revision: int,
+        operation: str,
+        turn_id: str | None = None,
+        tools: Sequence[str] | None = None,
+        title: str | None = None,
+    ) -> ForkReceipt:
+        """Start a side conversation: a new session holding the source's history through
+        the complete turn ``turn_id`` (None: all history), as of the source's event
+        ``revision`` (a later turn may be running). It shares the workspace, has no
+        work, and its enabled tools are ``tools`` (None: the source's), never wider than
+        the source's. A retry with the same reference returns the original receipt.
+
+        Raises :class:`ForkRefused` when ``revision`` is newer than the source, the turn
+        is unknown or not settled by then, or ``tools`` would widen the permissions."""
+        source = self._state(session_id)
+        self._check_open()
+        wanted = None if tools is None else tuple(dict.fromkeys(tools))
+        body = {
+            "sessionId": session_id,
+            "turnId": turn_id,
+            "revision": revision,
+            "tools": None if wanted is None else list(wanted),
+            "title": title,
+        }
+        digest = operation_digest("fork", body)
+        fork_id = _fork_id(session_id, operation)
+        if fork_id in self._sessions:
+            original = await self._find(self._sessions[fork_id], operation, digest)
+            if original is not None:
+                return from_wire(ForkReceipt, original)
+        if not 0 <= revision <= source.revision:
+            raise ForkRefused(
+                f"revision {revision} is not a revision of session {session_id}"
+                f" (its newest is {source.revision})"
+            )
+        rows, through_turn = await self._fork_rows(source, revision, turn_id)
+        enabled = await self._enabled_tools(source)
+        if wanted is not None and not set(wanted) <= set(enabled):
+            wider = sorted(set(wanted) - set(enabled))
+            raise ForkRefused(f"a fork cannot enable tools its source has not: {wider}")
+        branch = {
+            "sourceSessionId": session_id,
+            "sourceTurnId": through_turn,
+            "sourceRevision": revision,
+        }
+        config = {
+            "host": True,
+            "agent": source.agent_name,
+            "workspace": source.workspace,
+            "title": title,
+            "branch": branch,
+            "tools": list(wanted if wanted is not None else enabled),
+        }
+        events = [NewEvent(SESSION_CREATED, None, dict(config, copied=len(rows)))]
+        for turn, messages in rows:
+            for event in turn_events(turn, messages):
+                events.append(attrs.evolve(event, payload=dict(event.payload, copied=True)))
+        sequence = len(events)
+        state = self._new_state(fork_id, config, created_at=time.time())
+        state.revision = sequence
+        receipt = ForkReceipt(
+            session=self._info(state),
+            branch=from_wire(Branch, branch),
+            receipt=_receipt(operation, "fork", fork_id, sequence),
+        )
+        try:
+            await self._store.create_session(
+                fork_id,
+                "{}",
+                config,
+                events=events,
+                operation=OperationRecord(operation, digest, json.dumps(to_wire(receipt))),
+            )
+        except SessionExists:
+            original = await self._find(self._sessions[fork_id], operation, digest)
+            if original is None:
+                raise OperationConflict(f"operation {operation!r} named another fork") from None
+            return from_wire(ForkReceipt, original)
+        newest = await self._store.last_position(fork_id)
+        state.last_row = None if newest is None else wire_position(newest)
+        self._sessions[fork_id] = state
+        self._start_runner(state)
+        return receipt
+
+    async def fork_receipt(self, session_id: str, *, operation: str) -> ForkReceipt | None:
+        """The fork published under ``operation`` from ``session_id``, or None. None
+        proves nothing (the fork may not have been published yet) and authorizes no
+        replacement: retry the original request with its reference."""
+        self._state(session_id)
+        fork_id = _fork_id(session_id, operation)
+        if fork_id not in self._sessions:
+            return None
+        stored = await self._store.operation_receipt(fork_id, operation)
+        return None if stored is None else from_wire(ForkReceipt, json.loads(stored))
+
+    async def _fork_rows(
+        self, source: _SessionState, revision: int, turn_id: str | None
+    ) -> tuple[list[tuple[str, list[Message]]], str | None]:
+        """The source's settled turns (id, messages) up to ``revision``, through
+        ``turn_id`` when given."""
+        settled: list[str] = []
+        after = 0
+        while after < revision:
+            events = await self._store.events_after(source.session_id, after, limit=1000)
+            if not events:
+                break
+            for event in events:
+                if event.sequence > revision:
+                    break
+                if event.kind == TURN_SETTLED and event.turn_id is not None:
+                    settled.append(event.turn_id)
+            after = events[-1].sequence
+        if turn_id is not None:
+            if turn_id not in settled:
+                raise ForkRefused(
+                    f"turn {turn_id} of session {source.session_id} is not a settled turn"
+                    f" at revision {revision}"
+                )
+            settled = settled[: settled.index(turn_id) + 1]
+        keep = set(settled)
+        by_turn: dict[str, list[Message]] = {turn: [] for turn in settled}
+        position: Position | None = None
+        while True:
+            page = await self.history(
+                source.session_id, through=revision, after=position, limit=MAX_PAGE_SIZE
+            )
+            for row in page.rows:
+                if row.turn_id in keep:
+                    stored = await self._store.read_row(
+                        source.session_id, store_position(row.position), through=revision
+                    )
+                    assert stored is not None
+                    by_turn[row.turn_id].append(stored.message())
+            if page.next_after is None:
+                break
+            position = page.next_after
+        last = settled[-1] if settled else None
+        return [(turn, by_turn[turn]) for turn in settled if by_turn[turn]], (
+            turn_id if turn_id is not None else last
+        )
+
+    async def _enabled_tools(self, state: _SessionState) -> tuple[str, ...]:
+        if state.tools is not None:
+            return state.tools
+        app = await self._app_session(state)
+        return app.agent_session.enabled_tools
+
     # -- reading ------------------------------------------------------------------------
     async def history(
         self,
@@ -661,6 +825,7 @@ class Host:
     def _new_state(
         self, session_id: str, config: dict[str, Any], *, created_at: float
     ) -> _SessionState:
+        tools = config.get("tools")
         return _SessionState(
             session_id=session_id,
             agent_name=str(config["agent"]),
@@ -668,6 +833,8 @@ class Host:
             title=config.get("title"),
             created_at=created_at,
             queue=WorkQueue(self._queue_capacity),
+            branch=config.get("branch"),
+            tools=None if tools is None else tuple(str(t) for t in tools),
         )
 
     async def _find(self, state: _SessionState, operation: str, digest: str) -> Any:
@@ -801,6 +968,8 @@ class Host:
                 .tool_journal(functools.partial(self._journal, state))
                 .start()
             )
+            if state.tools is not None:
+                state.app.agent_session.set_enabled_tools(state.tools)
         return state.app
 
     async def _run_turn(

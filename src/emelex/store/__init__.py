@@ -9,6 +9,10 @@ from emelex.store._errors import (
     StoreError,
 )
 from emelex.store._log import (
+    MODEL_COMPLETION,
+    TOOL_RESULT,
+    TURN_INPUT,
+    TURN_SETTLED,
     AppendResult,
     NewEvent,
     OperationRecord,
@@ -30,6 +34,10 @@ from emelex.store._sqlite import (
 )
 
 __all__ = [
+    "MODEL_COMPLETION",
+    "TOOL_RESULT",
+    "TURN_INPUT",
+    "TURN_SETTLED",
     "MAX_PAGE_ROWS",
     "SCHEMA_VERSION",
     "AppendResult",
