@@ -32,7 +32,7 @@ from emelex.service import (
     UnknownSession,
 )
 from emelex.store import NewEvent, open_sqlite_store
-from emelex.testing import Call, Say, ScriptedModel
+from emelex.testing import Call, Fail, Say, ScriptedModel
 from emelex.tools import tool
 
 
@@ -406,3 +406,70 @@ async def test_fork_keeps_history_through_a_turn_and_never_widens(tmp_path: Path
     async with Host.open(tmp_path / "host", agents={"helper": agent()}) as host:
         (info,) = [s for s in host.sessions() if s.id == fork.session.id]
         assert info.branch == fork.branch
+
+
+async def test_failures_are_diagnostics_with_their_own_revision(tmp_path: Path) -> None:
+    secret = "provider body: api key sk-123 leaked"
+    rounds = agent([Fail(RuntimeError(secret))], [Say("fine")])
+    async with Host.open(tmp_path / "host", agents={"helper": rounds}) as host:
+        session = (await host.create_session("helper", tmp_path, operation="c")).session
+        async with host.watch_diagnostics(session.id) as revisions:
+            first = await revisions.__anext__()
+            assert first.revision == 0
+            failed = await host.send(session.id, "one", operation="s1")
+            await until_idle(host, session.id)
+            assert (await revisions.__anext__()).revision == 1
+        page = await host.diagnostics(session.id)
+        (only,) = page.diagnostics
+        assert (only.kind, only.cause.code, only.invocation_id) == (
+            "modelStep",
+            "modelError",
+            failed.invocation_id,
+        )
+        assert secret not in only.cause.message and "sk-123" not in only.cause.message
+        assert page.through == 1 and page.next_before is None
+        # Diagnostics keep their revision while history moves on.
+        await host.send(session.id, "two", operation="s2")
+        await until_idle(host, session.id)
+        assert (await host.diagnostics(session.id)).through == 1
+    async with Host.open(tmp_path / "host", agents={"helper": agent()}) as host:
+        assert (await host.diagnostics(session.id)).diagnostics == page.diagnostics
+
+
+async def test_diagnostic_pages_are_newest_first_under_a_fence(tmp_path: Path) -> None:
+    rounds = agent(*[[Fail(RuntimeError("x"))] for _ in range(5)])
+    async with Host.open(tmp_path / "host", agents={"helper": rounds}) as host:
+        session = (await host.create_session("helper", tmp_path, operation="c")).session
+        for n in range(5):
+            await host.send(session.id, f"q{n}", operation=f"s{n}")
+        await until_idle(host, session.id)
+        first = await host.diagnostics(session.id, limit=2)
+        assert [d.revision for d in first.diagnostics] == [5, 4] and first.next_before == 4
+        rest = await host.diagnostics(
+            session.id, through=first.through, before=first.next_before, limit=10
+        )
+        assert [d.revision for d in rest.diagnostics] == [3, 2, 1] and rest.next_before is None
+
+
+async def test_automatic_titles_and_title_failures(tmp_path: Path) -> None:
+    rounds = agent([Say("hello")], [Say('"Milk notes"')])
+    async with Host.open(tmp_path / "host", agents={"helper": rounds}, titles=True) as host:
+        session = (await host.create_session("helper", tmp_path, operation="c")).session
+        await host.send(session.id, "note milk", operation="s1")
+        await until_idle(host, session.id)
+        with trio.fail_after(10):
+            while host.sessions()[0].title is None:  # noqa: ASYNC110 (no event announces titles)
+                await trio.sleep(0.01)  # the title call follows the turn's commit
+        assert host.sessions()[0].title == "Milk notes"
+    failing = agent([Say("hello")], [Fail(RuntimeError("no"))])
+    async with Host.open(tmp_path / "other", agents={"helper": failing}, titles=True) as host:
+        session = (await host.create_session("helper", tmp_path, operation="c")).session
+        await host.send(session.id, "note milk", operation="s1")
+        async with host.watch_diagnostics(session.id) as revisions:
+            async for revision in revisions:
+                if revision.revision == 1:
+                    break
+        (title_failure,) = (await host.diagnostics(session.id)).diagnostics
+        assert title_failure.kind == "title"
+        rows = (await host.history(session.id)).rows
+        assert [r.body for r in rows] == ["note milk", "hello"]  # the turn itself stands

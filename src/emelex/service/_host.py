@@ -24,6 +24,7 @@ import trio
 
 from emelex._errors import EmelexError
 from emelex._ids import new_id
+from emelex._text import clip
 from emelex.agent import (
     AgentCancellation,
     AgentError,
@@ -42,6 +43,9 @@ from emelex.contracts import (
     Branch,
     CreateSessionReceipt,
     DenyResponse,
+    Diagnostic,
+    DiagnosticsPage,
+    DiagnosticsRevision,
     ForkReceipt,
     HistoryPage,
     HistoryRow,
@@ -69,8 +73,20 @@ from emelex.contracts import (
     to_wire,
     trusted,
 )
-from emelex.model import Message, from_json
+from emelex.model import (
+    Completed,
+    GenerationOptions,
+    GenerationRequest,
+    Message,
+    from_json,
+)
 from emelex.model import to_json as to_json_message
+from emelex.service._diagnostics import (
+    DIAGNOSTIC_RECORDED,
+    DiagnosticLog,
+    classify,
+    diagnostic,
+)
 from emelex.service._digest import operation_digest
 from emelex.service._errors import (
     ForkRefused,
@@ -100,6 +116,8 @@ from emelex.store import OperationConflict as StoreOperationConflict
 
 #: Unfinished invocations one session's queue holds.
 DEFAULT_QUEUE_CAPACITY: Final = 64
+#: How long the automatic title call of a session may take.
+TITLE_SECONDS: Final = 60.0
 #: Rows a search scans per page (a page may carry no hit and still advance).
 SEARCH_ROWS_PER_PAGE: Final = 200
 _SESSION_NAMESPACE: Final = uuid.UUID("5f0c1c3e-8a43-4f55-9b53-2f7b8f0e6a10")
@@ -113,6 +131,8 @@ INTERACTION_REQUESTED: Final = "interaction.requested"
 INTERACTION_RESOLVED: Final = "interaction.resolved"
 #: Before each tool call may start: what the turn commits if the Host is lost then.
 TURN_JOURNAL: Final = "turn.journal"
+#: The automatic title of a session (or a title failure, as a diagnostic).
+SESSION_TITLED: Final = "session.titled"
 
 
 def _fork_id(session_id: str, operation: str) -> str:
@@ -228,6 +248,8 @@ class _SessionState:
     #: Where a forked session came from (wire form), and the tools it is narrowed to.
     branch: dict[str, Any] | None = None
     tools: tuple[str, ...] | None = None
+    diagnostics: DiagnosticLog = attrs.field(factory=DiagnosticLog)
+    diagnostics_changed: trio.Event = attrs.field(factory=trio.Event)
 
 
 class Host:
@@ -250,8 +272,10 @@ class Host:
         *,
         queue_capacity: int,
         watch_buffer: int,
+        titles: bool = False,
     ) -> None:
         self.root = root
+        self._titles = titles
         self._store = store
         self._engine = engine
         self._agents = dict(agents)
@@ -271,10 +295,14 @@ class Host:
         engine: Engine | None = None,
         queue_capacity: int = DEFAULT_QUEUE_CAPACITY,
         watch_buffer: int = DEFAULT_WATCH_BUFFER,
+        titles: bool = False,
     ) -> AsyncIterator[Host]:
         """Open the Host whose state lives under ``root`` (created 0700), recover every
         stored session, and run until the block exits (running turns are then cancelled
-        and settled by the harness rules)."""
+        and settled by the harness rules). With ``titles``, a session without a title
+        gets one from a short call of its agent's model after its first completed turn
+        (at most ``TITLE_SECONDS``); a failure there is a diagnostic, never a turn
+        failure."""
         path = pathlib.Path(root)
         await trio.Path(path).mkdir(mode=0o700, parents=True, exist_ok=True)
         for name in agents:
@@ -293,6 +321,7 @@ class Host:
                         nursery,
                         queue_capacity=queue_capacity,
                         watch_buffer=watch_buffer,
+                        titles=titles,
                     )
                     await host._recover()
                     try:
@@ -529,6 +558,47 @@ class Host:
             pending.answered.set()
         self._publish_interactions(state)
         return receipt
+
+    # -- diagnostics --------------------------------------------------------------------
+    async def diagnostics(
+        self,
+        session_id: str,
+        *,
+        through: int | None = None,
+        before: int | None = None,
+        limit: int = 100,
+    ) -> DiagnosticsPage:
+        """The session's failures, newest first, under a diagnostic-revision fence
+        (independent of history revisions); follow ``next_before`` with the same fence."""
+        state = self._state(session_id)
+        if not 1 <= limit <= MAX_PAGE_SIZE:
+            raise ServiceError(f"limit must be between 1 and {MAX_PAGE_SIZE}")
+        await trio.lowlevel.checkpoint()
+        return state.diagnostics.page(session_id, through=through, before=before, limit=limit)
+
+    @asynccontextmanager
+    async def watch_diagnostics(
+        self, session_id: str
+    ) -> AsyncIterator[AsyncIterator[DiagnosticsRevision]]:
+        """The current diagnostic revision at once, then the newest after each change
+        (changes in between coalesce); read the latest page again on each one."""
+        state = self._state(session_id)
+
+        async def revisions() -> AsyncGenerator[DiagnosticsRevision, None]:
+            seen = -1
+            while not self._closed:
+                changed = state.diagnostics_changed
+                if state.diagnostics.revision != seen:
+                    seen = state.diagnostics.revision
+                    yield DiagnosticsRevision(session_id=session_id, revision=seen)  # type: ignore[arg-type]
+                    continue
+                await changed.wait()
+
+        stream = revisions()
+        try:
+            yield stream
+        finally:
+            await stream.aclose()
 
     # -- forks --------------------------------------------------------------------------
     async def fork(
@@ -811,6 +881,7 @@ class Host:
             if state.cancellation is not None:
                 state.cancellation.cancel()
             state.wake.set()
+            state.diagnostics_changed.set()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -978,6 +1049,7 @@ class Host:
         turn_id = new_id()
         outcome = "completed"
         error: dict[str, Any] | None = None
+        failure: BaseException | None = None
         try:
             app = await self._app_session(state)
             turn = await app.send_and_wait(work.text, cancellation=cancellation)
@@ -989,6 +1061,7 @@ class Host:
             else:
                 outcome = "failed"
             error = {"type": type(exc).__name__, "message": str(exc)[:4096]}
+            failure = exc
             if exc.rolled_back is False:
                 events = turn_events(turn_id, exc.checkpoint, outcome="checkpointed")
             else:
@@ -998,6 +1071,7 @@ class Host:
             # nothing ran, so nothing is committed.
             outcome = "failed"
             error = {"type": type(exc).__name__, "message": str(exc)[:4096]}
+            failure = exc
             events = turn_events(turn_id, (), outcome="rolled_back")
         with trio.CancelScope(shield=True):
             async with state.lock:
@@ -1008,14 +1082,91 @@ class Host:
                 }
                 if error is not None:
                     finished["error"] = error
-                await self._append(
-                    state, [*events, *settled, NewEvent(QUEUE_FINISHED, turn_id, finished)]
-                )
+                batch = [*events, *settled, NewEvent(QUEUE_FINISHED, turn_id, finished)]
+                recorded = None
+                if outcome == "failed" and failure is not None:
+                    kind, code, message = classify(failure)
+                    recorded = self._diagnostic(
+                        state, kind, code, message, work.invocation_id, turn_id, len(batch)
+                    )
+                    batch.append(NewEvent(DIAGNOSTIC_RECORDED, turn_id, to_wire(recorded)))
+                await self._append(state, batch)
+                if recorded is not None:
+                    self._add_diagnostic(state, recorded)
                 state.queue.remove(work.invocation_id)
                 state.finished.add(work.invocation_id)
                 state.cancellation = None
         self._publish_queue(state)
         self._publish_interactions(state)
+        if self._titles and outcome == "completed" and state.title is None:
+            await self._make_title(state, work.text, turn_id)
+
+    async def _make_title(self, state: _SessionState, text: str, turn_id: str) -> None:
+        """Ask the agent's model for a short title; record it, or a title diagnostic."""
+        client = self._agents[state.agent_name].client
+        request = GenerationRequest(
+            [
+                Message.system(
+                    "Reply with a title of at most eight words for a conversation that"
+                    " starts with the user's message. Reply with the title only."
+                ),
+                Message.user(text[:2000]),
+            ],
+            options=GenerationOptions(max_tokens=24),
+        )
+        title = ""
+        failure: str | None = None
+        with trio.move_on_after(TITLE_SECONDS) as scope:
+            try:
+                async with client.generate(request) as stream:
+                    async for event in stream:
+                        if isinstance(event, Completed):
+                            title = " ".join(event.response.text.split())
+            except Exception as exc:  # any model's failure; a title never fails a turn
+                failure = f"the title call failed ({type(exc).__name__})"
+        if scope.cancelled_caught:
+            failure = f"the title call took longer than {TITLE_SECONDS:g} s"
+        title = clip(title.strip(" \"'"), 80)
+        if failure is None and not title:
+            failure = "the model answered the title call with no text"
+        async with state.lock:
+            if failure is not None:
+                recorded = self._diagnostic(state, "title", "modelError", failure, None, turn_id, 1)
+                await self._append(
+                    state, [NewEvent(DIAGNOSTIC_RECORDED, turn_id, to_wire(recorded))]
+                )
+                self._add_diagnostic(state, recorded)
+            else:
+                await self._append(state, [NewEvent(SESSION_TITLED, None, {"title": title})])
+                state.title = title
+
+    def _diagnostic(
+        self,
+        state: _SessionState,
+        kind: str,
+        code: str,
+        message: str,
+        invocation_id: str | None,
+        turn_id: str | None,
+        offset: int,
+    ) -> Diagnostic:
+        """A diagnostic for the event ``offset`` events after the session's newest."""
+        return diagnostic(
+            revision=state.diagnostics.revision + 1,
+            diagnostic_id=new_id(),
+            kind=kind,
+            code=code,
+            message=message,
+            invocation_id=invocation_id,
+            turn_id=turn_id,
+            event_sequence=state.revision + offset,
+            recorded_at_ms=int(time.time() * 1000),
+        )
+
+    def _add_diagnostic(self, state: _SessionState, recorded: Diagnostic) -> None:
+        state.diagnostics.add(recorded)
+        changed, state.diagnostics_changed = state.diagnostics_changed, trio.Event()
+        changed.set()
 
     async def _journal(
         self, state: _SessionState, turn_id: str, checkpoint: tuple[Message, ...]
@@ -1095,18 +1246,28 @@ class Host:
                 else:
                     turn_id = new_id()
                     turn = turn_events(turn_id, (), outcome="rolled_back")
-                await self._append(
+                batch = [
+                    *turn,
+                    *settled,
+                    NewEvent(
+                        QUEUE_FINISHED,
+                        turn_id,
+                        {"invocationId": invocation_id, "outcome": "interrupted"},
+                    ),
+                ]
+                recorded = self._diagnostic(
                     state,
-                    [
-                        *turn,
-                        *settled,
-                        NewEvent(
-                            QUEUE_FINISHED,
-                            turn_id,
-                            {"invocationId": invocation_id, "outcome": "interrupted"},
-                        ),
-                    ],
+                    "execution",
+                    "interrupted",
+                    "the Host stopped while this invocation ran; its turn was settled"
+                    " by the harness rules",
+                    invocation_id,
+                    turn_id,
+                    len(batch),
                 )
+                batch.append(NewEvent(DIAGNOSTIC_RECORDED, turn_id, to_wire(recorded)))
+                await self._append(state, batch)
+                self._add_diagnostic(state, recorded)
                 state.finished.add(invocation_id)
             self._start_runner(state)
 
@@ -1143,3 +1304,7 @@ class Host:
             interaction = from_wire(Interaction, payload)
             state.pending.pop(interaction.id, None)
             state.resolved[interaction.id] = interaction
+        elif kind == DIAGNOSTIC_RECORDED:
+            state.diagnostics.add(from_wire(Diagnostic, payload))
+        elif kind == SESSION_TITLED:
+            state.title = str(payload["title"])
