@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ from emelex.agent import DenyAll
 from emelex.app import Agent
 from emelex.contracts import (
     ApproveResponse,
+    AttachmentMeta,
     DenyResponse,
     InteractionsChanged,
     QueueChanged,
@@ -22,6 +25,7 @@ from emelex.contracts import (
 )
 from emelex.model import Message, ToolCall, to_json
 from emelex.service import (
+    AttachmentError,
     ForkRefused,
     Host,
     InteractionSettled,
@@ -473,3 +477,78 @@ async def test_automatic_titles_and_title_failures(tmp_path: Path) -> None:
         assert title_failure.kind == "title"
         rows = (await host.history(session.id)).rows
         assert [r.body for r in rows] == ["note milk", "hello"]  # the turn itself stands
+
+
+def meta(name: str, data: bytes, mime_type: str = "text/plain") -> AttachmentMeta:
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    return AttachmentMeta(name=name, mime_type=mime_type, bytes=len(data), digest=digest)  # type: ignore[arg-type]
+
+
+async def test_execute_runs_a_task_on_its_attachments(tmp_path: Path) -> None:
+    notes, empty, image = b"milk\neggs\n", b"", bytes(range(256)) * 40
+    metas = [meta("notes.txt", notes), meta("empty.txt", empty), meta("a.png", image, "image/png")]
+
+    async def chunked() -> AsyncIterator[bytes]:
+        data = notes + empty + image
+        for start in range(0, len(data), 1000):  # any chunking: offsets follow from sizes
+            yield data[start : start + 1000]
+
+    rounds = agent([Say("Two items.")])
+    async with Host.open(tmp_path / "host", agents={"helper": rounds}) as host:
+        receipt = await host.execute(
+            "helper", "How many items?", operation="x1", attachments=metas, resource=chunked()
+        )
+        again = await host.execute("helper", "How many items?", operation="x1", attachments=metas)
+        assert again == receipt  # a retry reads no resource and admits nothing
+        await until_idle(host, receipt.session_id)
+        result = await host.execute_result(receipt.session_id, receipt.invocation_id)
+        assert result is not None and (result.status, result.answer) == ("completed", "Two items.")
+        workspace = Path(host.sessions()[-1].workspace)
+        assert (workspace / "notes.txt").read_bytes() == notes
+        assert (workspace / "a.png").read_bytes() == image
+        assert (workspace / "empty.txt").read_bytes() == b""
+        assert oct((workspace / "notes.txt").stat().st_mode & 0o777) == "0o444"
+    async with Host.open(tmp_path / "host", agents={"helper": agent()}) as host:
+        assert await host.execute_result(receipt.session_id, receipt.invocation_id) == result
+
+
+@pytest.mark.parametrize(
+    ("resource", "match"),
+    [
+        (b"milk\neggX\n", "does not match its digest"),
+        (b"milk\n", "ended after 5 of the 10 bytes"),
+        (b"milk\neggs\nmore", "more than the 10 bytes"),
+        (None, "no resource"),
+    ],
+)
+async def test_execute_refuses_a_resource_that_does_not_match(
+    tmp_path: Path, resource: bytes | None, match: str
+) -> None:
+    async with Host.open(tmp_path / "host", agents={"helper": agent()}) as host:
+        with pytest.raises(AttachmentError, match=match):
+            await host.execute(
+                "helper",
+                "go",
+                operation="x1",
+                attachments=[meta("notes.txt", b"milk\neggs\n")],
+                resource=resource,
+            )
+        assert host.sessions() == ()
+        assert list((tmp_path / "host" / "executor").iterdir()) == []
+
+
+async def test_execute_bounds_the_attachment_bytes(tmp_path: Path) -> None:
+    big = meta("big.bin", b"x" * 2048)
+    async with Host.open(
+        tmp_path / "host", agents={"helper": agent()}, max_attachment_bytes=1024
+    ) as host:
+        with pytest.raises(AttachmentError, match="the Host takes 1024"):
+            await host.execute("helper", "go", operation="x1", attachments=[big], resource=None)
+        with pytest.raises(AttachmentError, match="share a name"):
+            await host.execute(
+                "helper",
+                "go",
+                operation="x2",
+                attachments=[meta("a", b""), meta("a", b"")],
+                resource=b"",
+            )

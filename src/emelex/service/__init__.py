@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from emelex.service._attachments import AttachmentError
     from emelex.service._errors import (
         ForkRefused,
         HostClosed,
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from emelex.service._host import Host
 
 _LAZY = {
+    "AttachmentError": "emelex.service._attachments",
     "Host": "emelex.service._host",
     "ForkRefused": "emelex.service._errors",
     "HostClosed": "emelex.service._errors",
@@ -41,6 +43,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "AttachmentError",
     "ForkRefused",
     "Host",
     "HostClosed",

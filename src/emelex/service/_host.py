@@ -13,9 +13,10 @@ import functools
 import json
 import os
 import pathlib
+import shutil
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
@@ -36,16 +37,20 @@ from emelex.agent import (
 from emelex.app import Agent, Engine
 from emelex.app import Session as AppSession
 from emelex.contracts import (
+    MAX_ATTACHMENT_BYTES,
     MAX_PAGE_SIZE,
     MAX_QUERY_CHARS,
     MAX_TEXT_CHARS,
     ApproveResponse,
+    AttachmentMeta,
     Branch,
     CreateSessionReceipt,
     DenyResponse,
     Diagnostic,
     DiagnosticsPage,
     DiagnosticsRevision,
+    ExecuteReceipt,
+    ExecuteResult,
     ForkReceipt,
     HistoryPage,
     HistoryRow,
@@ -81,6 +86,7 @@ from emelex.model import (
     from_json,
 )
 from emelex.model import to_json as to_json_message
+from emelex.service._attachments import check_metadata, extract
 from emelex.service._diagnostics import (
     DIAGNOSTIC_RECORDED,
     DiagnosticLog,
@@ -241,6 +247,8 @@ class _SessionState:
     pending: dict[str, _Pending] = attrs.field(factory=dict)
     resolved: dict[str, Interaction] = attrs.field(factory=dict)
     finished: set[str] = attrs.field(factory=set)
+    #: How each finished invocation ended (completed, failed, stopped, interrupted).
+    outcomes: dict[str, str] = attrs.field(factory=dict)
     subscribers: set[Subscriber] = attrs.field(factory=set)
     #: The newest row's position (None before the first): a watcher already past it
     #: needs no catch-up read.
@@ -273,9 +281,11 @@ class Host:
         queue_capacity: int,
         watch_buffer: int,
         titles: bool = False,
+        max_attachment_bytes: int = MAX_ATTACHMENT_BYTES,
     ) -> None:
         self.root = root
         self._titles = titles
+        self._max_attachment_bytes = max_attachment_bytes
         self._store = store
         self._engine = engine
         self._agents = dict(agents)
@@ -296,6 +306,7 @@ class Host:
         queue_capacity: int = DEFAULT_QUEUE_CAPACITY,
         watch_buffer: int = DEFAULT_WATCH_BUFFER,
         titles: bool = False,
+        max_attachment_bytes: int = MAX_ATTACHMENT_BYTES,
     ) -> AsyncIterator[Host]:
         """Open the Host whose state lives under ``root`` (created 0700), recover every
         stored session, and run until the block exits (running turns are then cancelled
@@ -322,6 +333,7 @@ class Host:
                         queue_capacity=queue_capacity,
                         watch_buffer=watch_buffer,
                         titles=titles,
+                        max_attachment_bytes=max_attachment_bytes,
                     )
                     await host._recover()
                     try:
@@ -558,6 +570,108 @@ class Host:
             pending.answered.set()
         self._publish_interactions(state)
         return receipt
+
+    # -- the Executor -------------------------------------------------------------------
+    async def execute(
+        self,
+        agent: str,
+        text: str,
+        *,
+        operation: str,
+        attachments: Sequence[AttachmentMeta] = (),
+        resource: bytes | AsyncIterable[bytes] | None = None,
+    ) -> ExecuteReceipt:
+        """Run ``text`` as one task on ``agent`` in a new session whose private workspace
+        holds the attached files (read-only). ``resource`` is the one binary resource
+        with the files' bytes back to back, described in order by ``attachments``; each
+        size and digest is checked while it is read, and the Host refuses more than
+        ``max_attachment_bytes`` in all (:class:`AttachmentError`, nothing admitted).
+        A retry with the same reference returns the original receipt without reading
+        the resource again. Wait for the outcome with :meth:`execute_result`."""
+        self._check_open()
+        if agent not in self._agents:
+            raise UnknownAgent(f"the Host knows no agent named {agent!r}")
+        if not text or len(text) > MAX_TEXT_CHARS:
+            raise ServiceError(f"a task holds 1 to {MAX_TEXT_CHARS} characters")
+        metas = tuple(attachments)
+        check_metadata(metas, self._max_attachment_bytes)
+        body = {"agent": agent, "text": text, "attachments": [to_wire(m) for m in metas]}
+        digest = operation_digest("execute", body)
+        session_id = "s-" + uuid.uuid5(_SESSION_NAMESPACE, f"execute\0{operation}").hex
+        if session_id in self._sessions:
+            original = await self._find(self._sessions[session_id], operation, digest)
+            if original is None:
+                raise OperationConflict(f"operation {operation!r} named another request")
+            return from_wire(ExecuteReceipt, original)
+        workspace = self.root / "executor" / session_id
+        await trio.Path(workspace).mkdir(mode=0o700, parents=True)
+        try:
+            await extract(resource, metas, str(workspace), limit=self._max_attachment_bytes)
+            invocation_id = new_id()
+            config = {"host": True, "agent": agent, "workspace": str(workspace), "title": None}
+            admitted = {
+                "invocationId": invocation_id,
+                "operation": operation,
+                "text": text,
+                "work": "execute",
+                "attachments": [to_wire(m) for m in metas],
+            }
+            events = [
+                NewEvent(SESSION_CREATED, None, dict(config, executor=True)),
+                NewEvent(QUEUE_ADMITTED, None, admitted),
+            ]
+            receipt = ExecuteReceipt(
+                invocation_id=invocation_id,  # type: ignore[arg-type]
+                session_id=session_id,  # type: ignore[arg-type]
+                receipt=_receipt(operation, "execute", session_id, len(events)),
+            )
+            await self._store.create_session(
+                session_id,
+                "{}",
+                config,
+                events=events,
+                operation=OperationRecord(operation, digest, json.dumps(to_wire(receipt))),
+            )
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(
+                    functools.partial(shutil.rmtree, workspace, ignore_errors=True)
+                )
+            raise
+        state = self._new_state(session_id, config, created_at=time.time())
+        state.revision = len(events)
+        state.queue.admit(Work(invocation_id, operation, text, 2, kind="execute"))
+        self._sessions[session_id] = state
+        self._start_runner(state)
+        state.wake.set()
+        return receipt
+
+    async def execute_result(self, session_id: str, invocation_id: str) -> ExecuteResult | None:
+        """How an Executor task ended, or None while it is queued or running."""
+        state = self._state(session_id)
+        if invocation_id in state.queue:
+            return None
+        if invocation_id not in state.finished:
+            raise UnknownInvocation(f"session {session_id} never admitted {invocation_id}")
+        outcome = state.outcomes.get(invocation_id, "failed")
+        status = {"completed": "completed", "stopped": "stopped"}.get(outcome, "failed")
+        answer = None
+        if status == "completed":
+            position: Position | None = None
+            while True:
+                page = await self.history(session_id, after=position, limit=MAX_PAGE_SIZE)
+                for row in page.rows:
+                    if row.role == "assistant" and not row.tool_calls:
+                        answer = row.body
+                if page.next_after is None:
+                    break
+                position = page.next_after
+        return ExecuteResult(
+            invocation_id=invocation_id,  # type: ignore[arg-type]
+            session_id=session_id,  # type: ignore[arg-type]
+            status=status,  # type: ignore[arg-type]
+            answer=answer,
+        )
 
     # -- diagnostics --------------------------------------------------------------------
     async def diagnostics(
@@ -1095,6 +1209,7 @@ class Host:
                     self._add_diagnostic(state, recorded)
                 state.queue.remove(work.invocation_id)
                 state.finished.add(work.invocation_id)
+                state.outcomes[work.invocation_id] = outcome
                 state.cancellation = None
         self._publish_queue(state)
         self._publish_interactions(state)
@@ -1287,7 +1402,13 @@ class Host:
     ) -> None:
         if kind == QUEUE_ADMITTED:
             state.queue.admit(
-                Work(payload["invocationId"], payload["operation"], payload["text"], sequence)
+                Work(
+                    payload["invocationId"],
+                    payload["operation"],
+                    payload["text"],
+                    sequence,
+                    kind=payload.get("work", "send"),
+                )
             )
         elif kind == QUEUE_STARTED:
             started.add(payload["invocationId"])
@@ -1296,6 +1417,7 @@ class Host:
             if invocation_id in state.queue:
                 state.queue.remove(invocation_id)
             state.finished.add(invocation_id)
+            state.outcomes[invocation_id] = str(payload.get("outcome", "failed"))
             started.discard(invocation_id)
         elif kind == INTERACTION_REQUESTED:
             interaction = from_wire(Interaction, payload)
