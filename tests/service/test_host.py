@@ -14,9 +14,11 @@ import trio
 from emelex.agent import DenyAll
 from emelex.app import Agent
 from emelex.contracts import (
+    AgentWorker,
     ApproveResponse,
     AttachmentMeta,
     DenyResponse,
+    ForkWorker,
     InteractionsChanged,
     QueueChanged,
     RowsPublished,
@@ -552,3 +554,43 @@ async def test_execute_bounds_the_attachment_bytes(tmp_path: Path) -> None:
                 attachments=[meta("a", b""), meta("a", b"")],
                 resource=b"",
             )
+
+
+async def test_a_coordinator_starts_workers_and_collects_results(tmp_path: Path) -> None:
+    coordinator_rounds = agent([Say("plan ready")], [Say("forked work done")])
+    worker_rounds = ScriptedModel([[Say("agent work done")]])
+    other = Agent.builder().name("other").instructions("Work.").model(worker_rounds).build()
+    agents = {"helper": coordinator_rounds, "other": other}
+    async with Host.open(tmp_path / "host", agents=agents) as host:
+        hub = (await host.create_session("helper", tmp_path, operation="c")).session
+        await host.send(hub.id, "make a plan", operation="s1")
+        await until_idle(host, hub.id)
+        forked = await host.start_worker(
+            hub.id, ForkWorker(turn_id=None), "do part 1", operation="w1"
+        )
+        assert (
+            await host.start_worker(hub.id, ForkWorker(turn_id=None), "do part 1", operation="w1")
+            == forked
+        )
+        fresh = await host.start_worker(
+            hub.id, AgentWorker(agent="other"), "do part 2", operation="w2", tools=[]
+        )
+        with pytest.raises(ForkRefused, match="cannot enable"):
+            await host.start_worker(
+                hub.id, AgentWorker(agent="other"), "x", operation="w3", tools=["rm_rf"]
+            )
+        for worker in (forked.worker_id, fresh.worker_id):
+            await until_idle(host, worker)
+        snapshot = await host.workers(hub.id)
+        assert [(w.worker_id, w.state, w.result) for w in snapshot.workers] == [
+            (forked.worker_id, "completed", "forked work done"),
+            (fresh.worker_id, "completed", "agent work done"),
+        ]
+        # The forked worker kept the coordinator's history; both share its workspace.
+        rows = (await host.history(forked.worker_id)).rows
+        assert [r.body for r in rows][:2] == ["make a plan", "plan ready"]
+        infos = {s.id: s for s in host.sessions()}
+        assert infos[fresh.worker_id].workspace == infos[hub.id].workspace
+    async with Host.open(tmp_path / "host", agents=agents) as host:
+        again = await host.workers(hub.id)
+        assert [w.worker_id for w in again.workers] == [forked.worker_id, fresh.worker_id]

@@ -9,6 +9,7 @@ rows, the end of its invocation and the settlement of its interactions commit to
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -41,6 +42,8 @@ from emelex.contracts import (
     MAX_PAGE_SIZE,
     MAX_QUERY_CHARS,
     MAX_TEXT_CHARS,
+    MAX_WORKERS,
+    AgentWorker,
     ApproveResponse,
     AttachmentMeta,
     Branch,
@@ -52,6 +55,7 @@ from emelex.contracts import (
     ExecuteReceipt,
     ExecuteResult,
     ForkReceipt,
+    ForkWorker,
     HistoryPage,
     HistoryRow,
     Interaction,
@@ -73,6 +77,9 @@ from emelex.contracts import (
     StopReceipt,
     ToolCallInfo,
     WatchUpdate,
+    WorkerReceipt,
+    WorkerStatus,
+    WorkHubSnapshot,
     find_matches,
     from_wire,
     to_wire,
@@ -137,6 +144,8 @@ INTERACTION_REQUESTED: Final = "interaction.requested"
 INTERACTION_RESOLVED: Final = "interaction.resolved"
 #: Before each tool call may start: what the turn commits if the Host is lost then.
 TURN_JOURNAL: Final = "turn.journal"
+#: A coordinator started a worker session (WorkHub).
+WORKER_STARTED: Final = "workhub.worker"
 #: The automatic title of a session (or a title failure, as a diagnostic).
 SESSION_TITLED: Final = "session.titled"
 
@@ -249,6 +258,8 @@ class _SessionState:
     finished: set[str] = attrs.field(factory=set)
     #: How each finished invocation ended (completed, failed, stopped, interrupted).
     outcomes: dict[str, str] = attrs.field(factory=dict)
+    #: A coordinator's workers: (worker session, first task's invocation, operation).
+    workers: list[tuple[str, str, str]] = attrs.field(factory=list)
     subscribers: set[Subscriber] = attrs.field(factory=set)
     #: The newest row's position (None before the first): a watcher already past it
     #: needs no catch-up read.
@@ -672,6 +683,154 @@ class Host:
             status=status,  # type: ignore[arg-type]
             answer=answer,
         )
+
+    # -- WorkHub ------------------------------------------------------------------------
+    async def start_worker(
+        self,
+        coordinator_id: str,
+        origin: ForkWorker | AgentWorker,
+        task: str,
+        *,
+        operation: str,
+        tools: Sequence[str] | None = None,
+    ) -> WorkerReceipt:
+        """Start a worker of the coordinator session and hand it ``task``: a fork of the
+        coordinator (``ForkWorker``, through a turn or all history) or a new session of
+        a named agent on the coordinator's workspace (``AgentWorker``). Its enabled tools
+        are ``tools`` or the coordinator's, never wider than the coordinator's
+        (:class:`ForkRefused`). Each step is idempotent under ``operation``, so a retry
+        after a lost answer (or a Host restart halfway) completes the same worker.
+        Further tasks, watching and results use the ordinary operations on the worker's
+        session; :meth:`workers` lists them all."""
+        coordinator = self._state(coordinator_id)
+        self._check_open()
+        body = {
+            "coordinatorId": coordinator_id,
+            "origin": to_wire(origin),
+            "task": task,
+            "tools": None if tools is None else list(tools),
+        }
+        digest = operation_digest("startWorker", body)
+        original = await self._find(coordinator, operation, digest)
+        if original is not None:
+            return from_wire(WorkerReceipt, original)
+        known = [w for w in coordinator.workers if w[2] != operation]
+        if len(known) >= MAX_WORKERS:
+            raise QueueFull(f"the coordinator already has {MAX_WORKERS} workers")
+        # Sub-operations of this one, each idempotent on its own (ids stay within 128).
+        step = f"worker.{operation}"[:118]
+        allowed = await self._enabled_tools(coordinator)
+        wanted = tuple(dict.fromkeys(tools)) if tools is not None else allowed
+        if not set(wanted) <= set(allowed):
+            wider = sorted(set(wanted) - set(allowed))
+            raise ForkRefused(f"a worker cannot enable tools its coordinator has not: {wider}")
+        if isinstance(origin, ForkWorker):
+            forked = await self.fork(
+                coordinator_id,
+                revision=coordinator.revision,
+                turn_id=origin.turn_id,
+                tools=wanted,
+                operation=step + ".fork",
+            )
+            worker_id: str = forked.session.id
+        else:
+            worker_id = await self._create_worker(coordinator, origin.agent, wanted, step + ".new")
+        sent = await self.send(worker_id, task, operation=step + ".task")
+        sequence = coordinator.revision + 1
+        receipt = WorkerReceipt(
+            worker_id=worker_id,  # type: ignore[arg-type]
+            invocation_id=sent.invocation_id,
+            receipt=_receipt(operation, "startWorker", coordinator_id, sequence),
+        )
+        payload = {
+            "workerId": worker_id,
+            "invocationId": sent.invocation_id,
+            "operation": operation,
+        }
+        async with coordinator.lock:
+            replayed = await self._append(
+                coordinator,
+                [NewEvent(WORKER_STARTED, None, payload)],
+                OperationRecord(operation, digest, json.dumps(to_wire(receipt))),
+            )
+            if replayed is not None:
+                return from_wire(WorkerReceipt, json.loads(replayed))
+            coordinator.workers.append((worker_id, sent.invocation_id, operation))
+        return receipt
+
+    async def workers(self, coordinator_id: str) -> WorkHubSnapshot:
+        """Every worker of the coordinator in start order, with its first task's state
+        and, once completed, its answer."""
+        coordinator = self._state(coordinator_id)
+        statuses = []
+        for worker_id, invocation_id, _ in coordinator.workers:
+            worker = self._state(worker_id)
+            if invocation_id in worker.queue:
+                running = worker.queue.running
+                state = (
+                    "running"
+                    if running is not None and running.work.invocation_id == invocation_id
+                    else "queued"
+                )
+                result = None
+            else:
+                done = await self.execute_result(worker_id, invocation_id)
+                assert done is not None
+                state, result = done.status, done.answer
+            statuses.append(
+                WorkerStatus(
+                    worker_id=worker_id,  # type: ignore[arg-type]
+                    invocation_id=invocation_id,  # type: ignore[arg-type]
+                    state=state,  # type: ignore[arg-type]
+                    result=result,
+                )
+            )
+        return WorkHubSnapshot(
+            coordinator_id=coordinator_id,  # type: ignore[arg-type]
+            workers=tuple(statuses),
+        )
+
+    async def _create_worker(
+        self, coordinator: _SessionState, agent: str, tools: tuple[str, ...], operation: str
+    ) -> str:
+        """A new session of ``agent`` on the coordinator's workspace, narrowed to
+        ``tools``; its id follows from the coordinator and the operation."""
+        if agent not in self._agents:
+            raise UnknownAgent(f"the Host knows no agent named {agent!r}")
+        worker_id = _fork_id(coordinator.session_id, operation)
+        if worker_id in self._sessions:
+            return worker_id
+        config = {
+            "host": True,
+            "agent": agent,
+            "workspace": coordinator.workspace,
+            "title": None,
+            "tools": list(tools),
+            "coordinator": coordinator.session_id,
+        }
+        state = self._new_state(worker_id, config, created_at=time.time())
+        # Narrow now, so a tool the agent lacks fails here and not in its first turn.
+        app = await self._app_session(state, stored=False)
+        try:
+            missing = sorted(set(tools) - set(app.agent_session.available_tools))
+            if missing:
+                raise ForkRefused(f"agent {agent!r} has no tools {missing}")
+            # The worker never holds a tool its coordinator has not enabled.
+            app.agent_session.set_enabled_tools(
+                [t for t in app.agent_session.available_tools if t in set(tools)]
+            )
+            with contextlib.suppress(SessionExists):  # a retry after a lost answer
+                await self._store.create_session(
+                    worker_id, "{}", config, events=[NewEvent(SESSION_CREATED, None, config)]
+                )
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await app.close()
+            raise
+        state.revision = max(state.revision, 1)
+        self._sessions[worker_id] = state
+        self._start_runner(state)
+        return worker_id
 
     # -- diagnostics --------------------------------------------------------------------
     async def diagnostics(
@@ -1138,18 +1297,20 @@ class Host:
             self._publish_queue(state)
             await self._run_turn(state, work, cancellation)
 
-    async def _app_session(self, state: _SessionState) -> AppSession:
+    async def _app_session(self, state: _SessionState, *, stored: bool = True) -> AppSession:
+        """The running engine session of ``state`` (started on first use from its
+        stored history; ``stored=False`` starts a session not yet in the store)."""
         if state.app is None:
             agent = attrs.evolve(
                 self._agents[state.agent_name],
                 approver=_HostApprovals(self, state),
                 workspace=pathlib.Path(state.workspace),
             )
-            stored = await self._store.load_session(state.session_id)
+            history = (await self._store.load_session(state.session_id)).messages if stored else ()
             state.app = (
                 await self._engine.create(agent)
                 .session_id(state.session_id)
-                .history(stored.messages)
+                .history(history)
                 .tool_journal(functools.partial(self._journal, state))
                 .start()
             )
@@ -1426,6 +1587,10 @@ class Host:
             interaction = from_wire(Interaction, payload)
             state.pending.pop(interaction.id, None)
             state.resolved[interaction.id] = interaction
+        elif kind == WORKER_STARTED:
+            state.workers.append(
+                (payload["workerId"], payload["invocationId"], payload["operation"])
+            )
         elif kind == DIAGNOSTIC_RECORDED:
             state.diagnostics.add(from_wire(Diagnostic, payload))
         elif kind == SESSION_TITLED:
