@@ -139,6 +139,39 @@ async def test_a_failing_server_counter_falls_back_to_bytes_once(
     assert fault_server.app.requests[1] == {"input": "", "model": "m"}
 
 
+class StuckCounter:
+    """A tokenizer that never answers (a hung tokenize endpoint)."""
+
+    def __init__(self) -> None:
+        self.asked = trio.Event()
+
+    async def count_tokens(self, text: str) -> int:
+        self.asked.set()
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+
+async def test_the_streams_cancellation_stops_a_count_in_progress(
+    fault_server: FaultServer,
+) -> None:
+    counter = StuckCounter()
+    cancellation = AgentCancellation()
+
+    async def cancel_while_counting() -> None:
+        await counter.asked.wait()
+        cancellation.cancel()
+
+    async with OpenAIModel(fault_server.url("nousage"), "m", token_counter=counter) as model:
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(cancel_while_counting)
+                async with model.generate(HELLO, cancellation=cancellation) as stream:
+                    events = [event async for event in stream]
+    # The answer had arrived in full; only the count was cut short: bytes instead.
+    response = check_contract(events).response
+    assert response.text == "plain" and response.usage == Usage(6, 2, estimated=True)
+
+
 def test_token_counter_option_is_checked() -> None:
     with pytest.raises(InvalidRequest, match="token_counter must be"):
         OpenAIModel("http://127.0.0.1:1/v1", "m", token_counter="tokenizer")  # type: ignore[arg-type]

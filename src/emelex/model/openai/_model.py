@@ -648,10 +648,17 @@ class OpenAIStream:
 
     async def _estimated(self, response: Response) -> Response:
         """The response with usage counted here (the server reported none)."""
-        if self._cancelled or response.finish_reason == "cancelled":
+        usage = None
+        if not self._cancelled and response.finish_reason != "cancelled":
+            # The stream's cancellation stops a count in progress, like a read.
+            with trio.CancelScope() as scope:
+                self._scope = scope
+                try:
+                    usage = await count_usage(self._request, response, self._model._token_counter)
+                finally:
+                    self._scope = None
+        if usage is None:
             usage = estimate_usage(self._request, response)
-        else:
-            usage = await count_usage(self._request, response, self._model._token_counter)
         return attrs.evolve(response, usage=usage)
 
     def _absorb(self, chunk: bytes) -> bool:
