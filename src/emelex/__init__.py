@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         Deny,
         DenyAll,
         OutputValidationError,
+        RetryBudgetExhausted,
         RoundLimitExceeded,
         ToolCancellationPolicy,
         ToolInvocation,
@@ -72,6 +73,7 @@ if TYPE_CHECKING:
         VideoPart,
     )
     from emelex.runtime import DetachedWorkError, Supervisor, open_supervisor
+    from emelex.tools import RetryWithFeedback
 
 # The facade is lazy (PEP 562): `import emelex.contracts` must not load the engine or Trio,
 # and importing any subpackage runs this module first. Each name is imported on first use.
@@ -90,6 +92,7 @@ _LAZY: dict[str, str] = {
     "Deny": "emelex.agent",
     "DenyAll": "emelex.agent",
     "OutputValidationError": "emelex.agent",
+    "RetryBudgetExhausted": "emelex.agent",
     "RoundLimitExceeded": "emelex.agent",
     "ToolCancellationPolicy": "emelex.agent",
     "ToolInvocation": "emelex.agent",
@@ -129,6 +132,7 @@ _LAZY: dict[str, str] = {
     "DetachedWorkError": "emelex.runtime",
     "Supervisor": "emelex.runtime",
     "open_supervisor": "emelex.runtime",
+    "RetryWithFeedback": "emelex.tools",
 }
 _SUBPACKAGES = frozenset(
     {"agent", "app", "cli", "contracts", "model", "runtime", "service", "store", "testing", "tools"}
@@ -186,6 +190,8 @@ __all__ = [
     "OutputValidationError",
     "Reasoning",
     "Response",
+    "RetryBudgetExhausted",
+    "RetryWithFeedback",
     "RoundLimitExceeded",
     "SerializationError",
     "Session",

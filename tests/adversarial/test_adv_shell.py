@@ -131,3 +131,32 @@ async def test_the_length_error_counts_bytes(tmp_path: Path) -> None:
     assert caught.value.limit == "shell_command_bytes"
     assert caught.value.actual == 120_000
     assert "got 120000" in str(caught.value)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return _stat_fields(str(pid))[0] in (b"Z", b"X")
+    except OSError:
+        return True
+
+
+async def test_an_escapee_that_left_the_session_and_closed_the_pipes_dies(
+    tmp_path: Path, marker: str
+) -> None:
+    """The escape docs/tools.md used to document: a descendant that ``setsid``-s, points
+    every descriptor away from the output pipes, and only then kills the helper. Its group,
+    session and pipes tie it to nothing; the run's environment marker still does."""
+    pidfile = tmp_path / "escapee.pid"
+    command = (
+        "setsid sh -c 'echo $$ > escapee.pid; exec sleep 7774' "
+        "</dev/null >/dev/null 2>&1 & "
+        "while [ ! -s escapee.pid ]; do sleep 0.01; done; kill -9 $PPID; sleep 7775"
+    )
+    with trio.fail_after(30):
+        result = await run_shell(
+            command, cwd=str(tmp_path), env=_env(marker), timeout=20, output_bytes=4096
+        )
+    assert result.signal == signal.SIGKILL  # the helper's own death
+    escapee = int(pidfile.read_text())
+    assert _gone(escapee)
+    assert _live(marker) == []

@@ -23,7 +23,7 @@ from emelex.agent import (
     ToolUnavailable,
 )
 from emelex.model import Capabilities, GenerationOptions, Message, Reasoning, ToolCall
-from emelex.testing import ApproveAll, ScriptedModel, ScriptedTool
+from emelex.testing import ApproveAll, Say, ScriptedModel, ScriptedTool
 
 Make = Callable[..., AgentSessionBuilder]
 
@@ -139,10 +139,25 @@ def test_unknown_capabilities_defer(make_builder: Make) -> None:
         make_builder(ScriptedModel([], capabilities=Capabilities.unknown()))
         .system_prompt("x")
         .tool(ScriptedTool("t"))
-        .options(GenerationOptions(reasoning=Reasoning.AUTO))
+        .options(GenerationOptions(reasoning=Reasoning.OFF))
     )
     with builder.build() as session:
         assert session.history[0].role == "system"
+
+
+@pytest.mark.parametrize("reasoning", [Reasoning.AUTO, Reasoning.budget(64)])
+def test_an_unknown_thinking_toggle_is_not_proven(make_builder: Make, reasoning: Reasoning) -> None:
+    """Thinking-on sessions need a proven toggle: unknown does not defer."""
+    model = ScriptedModel([[Say("never")]], capabilities=Capabilities.unknown())
+    builder = make_builder(model).options(GenerationOptions(reasoning=reasoning))
+    with pytest.raises(CapabilityMissing, match="not proven"):
+        builder.build()
+    with pytest.raises(CapabilityMissing, match="not proven"):
+        builder.authority_snapshot()
+    assert model.requests == ()
+    proven = ScriptedModel([], capabilities=Capabilities(thinking_toggle=True))
+    with make_builder(proven).options(GenerationOptions(reasoning=reasoning)).build():
+        pass
 
 
 def test_reasoning_stripped_from_resumed_history_when_proven_absent(make_builder: Make) -> None:

@@ -279,7 +279,7 @@ async def test_per_turn_options_overlay_and_capability_check(make_builder: Make)
 
 
 async def test_budget_overrides_and_off_clears(make_builder: Make) -> None:
-    model = ScriptedModel([[Say("a")], [Say("b")]])
+    model = ScriptedModel([[Say("a")], [Say("b")]], capabilities=Capabilities(thinking_toggle=True))
     options = GenerationOptions(reasoning=Reasoning.budget(100))
     with make_builder(model).options(options).build() as session:
         await session.run_turn_with_options("x", GenerationOptions(reasoning=Reasoning.OFF))

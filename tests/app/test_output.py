@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from emelex import OutputValidationError, ToolChoice, TypedTurn
-from emelex.app import Engine, InvalidOutputType, PackageError, tool
+from emelex.app import Engine, InvalidOutputType, PackageError, export_agent, tool
 from emelex.app._output import OutputSpec
 from emelex.model import UNSET, GenerationOptions, Message
 from emelex.testing import Call, Finish, Say, ScriptedModel
@@ -249,7 +249,7 @@ def test_an_agent_with_an_output_type_is_not_exported(tmp_path: Path) -> None:
     agent = builder(scripted([Say("x")])).output_type(Point).build()
     assert agent.output_type is Point and agent.output_retries == 1
     with pytest.raises(PackageError, match="output_type"):
-        agent.export(tmp_path / "pkg")
+        export_agent(agent, tmp_path / "pkg")
     assert not (tmp_path / "pkg").exists()
 
 

@@ -10,20 +10,23 @@ from pathlib import Path
 import pytest
 
 from emelex.agent import DenyAll, ModelFailed
-from emelex.app import Agent, Engine, Harness, WorkspacePolicy
-from emelex.app._package import (
+from emelex.app import (
     MAX_FILE_BYTES,
+    Agent,
     Change,
+    Engine,
+    Harness,
     InvalidPackage,
+    LoadedPackage,
     MissingBinding,
     PackageError,
     PackageInfo,
+    WorkspacePolicy,
     diff_packages,
     export_agent,
     find_packages,
     load_agent,
-    package_harness,
-    package_info,
+    load_package,
     validate_package,
 )
 from emelex.app._plugins import PluginIntegration
@@ -63,14 +66,14 @@ def test_the_examples_are_found() -> None:
 def test_every_example_validates_loads_and_round_trips(name: str, tmp_path: Path) -> None:
     source = ACTORS / name
     assert validate_package(source) == []
-    agent = load_agent(source)
+    package = load_package(source)
     exported = tmp_path / "out"
-    export_agent(agent, exported)
+    export_agent(package, exported)
     # The examples are written in canonical form: the export is byte-identical.
     assert same_tree(source, exported)
-    again = load_agent(exported)
-    assert again == agent
-    assert package_info(again) == package_info(agent)
+    again = load_package(exported)
+    assert again == package
+    assert again.agent == load_agent(source)
     second = tmp_path / "second"
     export_agent(again, second)
     assert same_tree(exported, second)
@@ -82,17 +85,20 @@ def test_example_contents() -> None:
     assert not reviewer.workspace_policy.write
     assert {s.name for s in reviewer.skills} == {"code-review", "security-audit"}
     assert [f.path for f in reviewer.files if f.readonly] == ["review-checklist.md"]
-    writer = load_agent(ACTORS / "writer")
+    package = load_package(ACTORS / "writer")
+    writer = package.agent
     assert writer.workspace_policy.write
-    assert package_info(writer) == PackageInfo(
+    assert package.info == PackageInfo(
         description="Drafts and edits documents in its workspace; every write asks for approval.",
         version="1.0.0",
         binding="writing",
         preset="worker",
     )
     assert writer.options.temperature == 0.7
-    operator = load_agent(ACTORS / "shell-operator")
-    assert package_harness(operator) == Harness.shell_worker()
+    loaded = load_package(ACTORS / "shell-operator")
+    assert isinstance(loaded, LoadedPackage)
+    assert loaded.harness() == Harness.shell_worker()
+    operator = loaded.agent
     shell = operator.capability("shell")
     assert shell is not None
     assert dict(getattr(shell, "options", {})) == {
@@ -103,10 +109,11 @@ def test_example_contents() -> None:
 
 async def test_a_loaded_example_runs_with_a_bound_model() -> None:
     client = Client(ScriptedModel([[Say("Looks good.")]]))
-    agent = load_agent(ACTORS / "repo-reviewer", bindings={"default": client})
+    package = load_package(ACTORS / "repo-reviewer", bindings={"default": client})
+    agent = package.agent
     assert agent.client is client
     async with Engine() as engine:
-        session = await engine.create(agent).harness(package_harness(agent)).start()
+        session = await engine.create(agent).harness(package.harness()).start()
         assert "load_skill" in session.tools
         assert "write_file" not in session.tools
         context = await session.inspect()
@@ -122,7 +129,7 @@ async def test_without_bindings_the_model_is_a_placeholder() -> None:
     assert agent == load_agent(ACTORS / "writer")
     assert isinstance(agent.approver, DenyAll)
     async with Engine() as engine:
-        session = await engine.create(agent).harness(package_harness(agent)).start()
+        session = await engine.create(agent).harness(Harness.worker()).start()
         assert "edit_file" in session.tools
         with pytest.raises(ModelFailed, match="model binding 'writing' was not resolved"):
             await session.send_and_wait("hello")
@@ -261,8 +268,9 @@ def test_the_builders_own_checks_are_reported(tmp_path: Path) -> None:
 
 def test_a_minimal_package_gets_defaults(tmp_path: Path) -> None:
     root = write_package(tmp_path / "p", MINIMAL)
-    agent = load_agent(root)
-    assert package_info(agent) == PackageInfo()
+    package = load_package(root)
+    assert package.info == PackageInfo()
+    agent = package.agent
     assert agent.workspace_policy == WorkspacePolicy.read_only()
     out = tmp_path / "out"
     export_agent(agent, out)
@@ -300,10 +308,10 @@ def test_export_of_a_built_agent_and_tricky_text(tmp_path: Path) -> None:
     out = tmp_path / "out"
     export_agent(agent, out, description='say "hi"', version="2.0", preset="worker")
     assert validate_package(out) == []
-    loaded = load_agent(out, bindings={"default": agent.client}, approver=agent.approver)
-    assert loaded == agent
-    info = package_info(loaded)
-    assert info is not None and info.description == 'say "hi"' and info.preset == "worker"
+    loaded = load_package(out, bindings={"default": agent.client}, approver=agent.approver)
+    assert loaded.agent == agent
+    info = loaded.info
+    assert info.description == 'say "hi"' and info.preset == "worker"
     again = tmp_path / "again"
     export_agent(loaded, again)
     assert same_tree(out, again)

@@ -148,7 +148,7 @@ async def test_listings_and_searches_leave_hidden_entries_out(project: Path) -> 
     assert "plan.md" not in found and ".draft" not in found
     assert "TOKEN readme" in grepped and "TOKEN code" in grepped
     assert "plan" not in grepped and "draft" not in grepped
-    assert "3 lines from hidden paths not shown" in grepped
+    assert "3 hidden entries left out (workspace policy)" in grepped
 
 
 async def test_without_hidden_paths_listings_are_untouched(project: Path) -> None:

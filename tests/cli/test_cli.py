@@ -314,9 +314,10 @@ def test_run_an_agent_package_on_a_real_workspace(tmp_path: Path, workspace: Pat
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "Reviewed."
-    # The tools see the real directory, not the package's private seeded workspace.
-    assert '[".": 1 entry] notes.txt' in result.stderr
-    assert '"notes.txt": lines 1-1; 12-byte file' in result.stderr
+    # The tools see the real directory (as /workspace), not the package's private
+    # seeded workspace.
+    assert '["/workspace": 1 entry] notes.txt' in result.stderr
+    assert '"/workspace/notes.txt": lines 1-1; 12-byte file' in result.stderr
     assert "seeded files are not copied there (review-checklist.md)" in result.stderr
     assert sorted(p.name for p in workspace.iterdir()) == ["notes.txt"]
 

@@ -142,7 +142,7 @@ def test_doctor_reports_a_store_of_another_schema(tmp_path: Path) -> None:
     result = doctor("--json", env={"EMELEX_HOME": str(home)}, cwd=tmp_path)
     store = by_name(json.loads(result.stdout))["store"]
     assert (store["ok"], store["schema"]) == (False, 99)
-    assert f"reads schema {SCHEMA_VERSION}" in store["fix"]
+    assert f"reads schemas 1 to {SCHEMA_VERSION}" in store["fix"]
     assert result.returncode == 1
 
 

@@ -18,6 +18,7 @@ from emelex.agent import (
     ApprovalResolved,
     Approve,
     Deny,
+    ReasoningDelta,
     ToolCompleted,
     ToolProposed,
     TurnFailed,
@@ -25,6 +26,8 @@ from emelex.agent import (
 from emelex.cli._render import TerminalRenderer, render_tree, safe
 from emelex.model import ToolCall
 from emelex.tools import ToolOutput
+
+from .pty_screen import PtyScreen
 
 ATTACKS = {
     "title": "\x1b]0;pwned\x07",
@@ -199,3 +202,26 @@ def test_supervise_shows_another_process_names_neutralized(tmp_path: Path) -> No
     assert not any(raw in result.stdout for raw in ("\x1b", "\x07", "\u202e"))
     assert result.stdout.startswith("app\\x1b]0;title\\x07 (pid ")
     assert "─ session '\\x1b[2J\\u202eevil' running" in result.stdout
+
+
+def test_notes_and_reasoning_on_a_terminal_are_dim_and_inert(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TERM", "xterm-256color")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    terminal = PtyScreen()
+    try:
+        out = io.StringIO()
+        renderer = TerminalRenderer(out, terminal.file)
+        renderer(ReasoningDelta("t", 1, "think [bold]x[/bold] "))
+        renderer(ReasoningDelta("t", 1, "\x1b]0;t\x07done"))
+        renderer(ToolProposed("t", 1, ToolCall("c", "[red]tool[/red]", {})))
+        raw = terminal.sync()
+    finally:
+        terminal.close()
+    assert terminal.rows()[:2] == [
+        "think [bold]x[/bold] \\x1b]0;t\\x07done",
+        "→ tool [red]tool[/red] {}",
+    ]
+    assert raw.count(b"\x1b[2m") >= 3 and b"\x1b]0;" not in raw
+    assert out.getvalue() == ""

@@ -138,8 +138,8 @@ EDITS = {
     "config": ("UPDATE sessions SET config='{not json' WHERE id='s1'", "config"),
     "authority": ("UPDATE sessions SET authority='[1, 2]' WHERE id='s1'", "authority"),
     "body": (
-        "UPDATE messages SET body='garbage' WHERE session_id='s1' AND seq=1",
-        "messages[seq=1].body",
+        "UPDATE rows SET message='garbage' WHERE session_id='s1' AND source_sequence=2",
+        "rows[2,0].message",
     ),
     "turns": ("UPDATE sessions SET turns='many' WHERE id='s1'", "turns"),
     "updated_at": ("UPDATE sessions SET updated_at='yesterday' WHERE id='s1'", "updated_at"),

@@ -99,7 +99,8 @@ def test_split_mode_passes_stdin_and_keeps_the_program_output(tmp_path: Path) ->
     try:
         deadline = time.monotonic() + 60
         terminal.pump(deadline, b"name? ")
-        terminal.pump(deadline, b"session 'demo'")  # a tree was drawn meanwhile
+        # A tree was drawn meanwhile (styled: the kind and the name are separate runs).
+        terminal.pump(deadline, b"'demo'")
         os.write(terminal.master, b"hello there\n")
         terminal.pump(deadline, b"after-7")
         # Everything the program wrote is on screen, in order, above the tree region,

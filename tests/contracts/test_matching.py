@@ -180,4 +180,6 @@ def test_adversarial_input_scans_in_linear_time() -> None:
     many = "a" * 1_000_000
     start = time.perf_counter()
     assert find_matches(many, "a", case_sensitive=True, whole_word=True) == []
-    assert time.perf_counter() - start < 5
+    # A complexity-class guard, not a speed goal (benchmarks/search_matcher.py measures
+    # speed): the quadratic scan would take hours; a loaded 2-core machine needs seconds.
+    assert time.perf_counter() - start < 60

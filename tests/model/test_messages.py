@@ -31,6 +31,8 @@ from emelex.model import (
     ToolDefinition,
     Usage,
     VideoPart,
+    from_json,
+    to_json,
 )
 from emelex.testing import strategies as est
 
@@ -271,3 +273,16 @@ def test_generated_messages_obey_role_rules(message: Message) -> None:
         reasoning=message.reasoning,
     )
     assert rebuilt == message
+
+
+def test_a_tool_call_may_carry_why_its_arguments_did_not_parse() -> None:
+    call = ToolCall("c", "f", {}, arguments_error="not valid JSON")
+    assert call.arguments_error == "not valid JSON" and call.arguments == {}
+    assert ToolCall("c", "f", {}).arguments_error is None
+    bad: Any
+    for bad in ("", 3):
+        with pytest.raises(InvalidMessage, match="arguments_error"):
+            ToolCall("c", "f", {}, arguments_error=bad)
+    # Omitted from the wire form while unset; kept when set.
+    assert "arguments_error" not in to_json(ToolCall("c", "f", {}))
+    assert from_json(to_json(call), ToolCall) == call

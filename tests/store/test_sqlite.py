@@ -65,7 +65,7 @@ async def test_a_failed_turn_write_leaves_nothing(tmp_path: Path) -> None:
         # Force a failure in the middle of the transaction: the third row of turn t2.
         db = sqlite3.connect(path)
         db.execute(
-            "CREATE TRIGGER boom BEFORE INSERT ON messages WHEN NEW.turn_id='t2' AND NEW.seq=4"
+            "CREATE TRIGGER boom BEFORE INSERT ON rows WHEN NEW.turn_id='t2' AND NEW.role='tool'"
             " BEGIN SELECT RAISE(ABORT, 'injected failure'); END"
         )
         db.commit()
@@ -75,7 +75,10 @@ async def test_a_failed_turn_write_leaves_nothing(tmp_path: Path) -> None:
         assert isinstance(caught.value.__cause__, sqlite3.Error)
         stored_rows = (
             sqlite3.connect(path)
-            .execute("SELECT COUNT(*) FROM messages WHERE turn_id='t2'")
+            .execute(
+                "SELECT (SELECT COUNT(*) FROM rows WHERE turn_id='t2')"
+                " + (SELECT COUNT(*) FROM events WHERE turn_id='t2')"
+            )
             .fetchone()
         )
         assert stored_rows == (0,)
@@ -106,7 +109,7 @@ async def test_incompatible_file_is_a_typed_error(tmp_path: Path) -> None:
     db.execute("INSERT INTO meta VALUES ('schema', '99')")
     db.commit()
     db.close()
-    with pytest.raises(StoreError, match="unsupported store schema"):
+    with pytest.raises(StoreError, match="has schema 99, newer than this emelex"):
         async with open_sqlite_store(str(path)):
             pass
     (tmp_path / "bad.db").write_text("this is not sqlite" * 100)
@@ -140,12 +143,16 @@ async def _store_with(tmp_path: Path, sql: str) -> str:
         ("UPDATE sessions SET turns=-1 WHERE id='s1'", "turns", ALL_READS),
         ("UPDATE sessions SET title=x'00' WHERE id='s1'", "title", {"list"}),
         (
-            "UPDATE messages SET body='{\"version\": 99}' WHERE seq=2",
-            "messages[seq=2].body",
+            "UPDATE rows SET message='{\"version\": 99}' WHERE source_sequence=3",
+            "rows[3,0].message",
             {"load", "export"},
         ),
-        ("UPDATE messages SET body=x'ff' WHERE seq=0", "messages[seq=0].body", {"load", "export"}),
-        ("UPDATE messages SET seq='x' WHERE seq=3", "messages.seq", {"append"}),
+        (
+            "UPDATE rows SET message=x'ff' WHERE source_sequence=1",
+            "rows[1,0].message",
+            {"load", "export"},
+        ),
+        ("UPDATE sessions SET last_sequence='x'", "sessions.last_sequence", {"append"}),
     ],
 )
 async def test_every_decode_error_is_store_corrupt_naming_session_and_field(

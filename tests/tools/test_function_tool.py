@@ -26,7 +26,13 @@ from emelex.agent import (
 from emelex.model import Message, TextPart, ToolCall
 from emelex.runtime import AgentCancellation
 from emelex.testing import ApproveAll, Call, Say, ScriptedApprovals, ScriptedModel, Wait
-from emelex.tools import AgentTool, ToolCancellationPolicy, ToolInvocation, ToolOutput
+from emelex.tools import (
+    AgentTool,
+    ArgumentValidator,
+    ToolCancellationPolicy,
+    ToolInvocation,
+    ToolOutput,
+)
 from emelex.tools._function import (
     ArgumentConversionError,
     FunctionTool,
@@ -714,3 +720,61 @@ def test_a_typeddict_tool_does_not_break_other_tools_conversions() -> None:
     assert search.convert({"filters": {"tag": "x"}}).filters == {"tag": "x"}
     converted = toggle.convert({"flag": True, "count": 2})
     assert converted.flag is True and converted.count == 2
+
+
+# -- validation happens once -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rule", [False, True, "callable"])
+async def test_a_call_is_validated_once_and_converted_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rule: object
+) -> None:
+    checks: list[Mapping[str, Any]] = []
+    conversions: list[Mapping[str, Any]] = []
+    real_problem = ArgumentValidator.problem
+    real_structure = FunctionTool._structure
+
+    def counting_problem(self: ArgumentValidator, arguments: Mapping[str, Any]) -> str | None:
+        checks.append(arguments)
+        return real_problem(self, arguments)
+
+    def counting_structure(self: FunctionTool, arguments: Mapping[str, Any]) -> Any:
+        conversions.append(arguments)
+        return real_structure(self, arguments)
+
+    monkeypatch.setattr(ArgumentValidator, "problem", counting_problem)
+    monkeypatch.setattr(FunctionTool, "_structure", counting_structure)
+    seen: list[Point] = []
+
+    @tool(needs_approval=(lambda args: args.where.x > 0) if rule == "callable" else bool(rule))
+    async def place(where: Point) -> str:
+        seen.append(where)
+        return "placed"
+
+    run = await run_calls(tmp_path, [place], [Call("place", {"where": {"x": 2}})], ApproveAll())
+    assert seen == [Point(2)] and run.outputs == [ToolOutput("placed")]
+    assert len(run.reasons) == (0 if rule is False else 1)
+    # One schema check (the turn core's) and one conversion (shared by the approval rule
+    # and the invocation), of the very arguments the model proposed.
+    assert checks == conversions == [{"where": {"x": 2}}]
+    # On its own, a tool still checks what it is given.
+    checks.clear()
+    assert (await place.invoke(invocation("place", {"where": {"x": "no"}}))).retry
+    assert len(checks) == 1
+
+
+async def test_a_conversion_failure_in_an_approval_rule_is_a_correction(tmp_path: Path) -> None:
+    @attrs.frozen
+    class Positive:
+        value: int = attrs.field(validator=attrs.validators.gt(0))
+
+    @tool(needs_approval=lambda args: True)
+    async def record(item: Positive) -> str:
+        return "ok"
+
+    run = await run_calls(
+        tmp_path, [record], [Call("record", {"item": {"value": -1}})], ApproveAll()
+    )
+    (output,) = run.outputs
+    assert output.retry and output.is_error and "record: invalid arguments" in output.text
+    assert run.reasons == []

@@ -35,6 +35,7 @@ from emelex.agent._errors import (
     ModelFailed,
     OutputValidationError,
     ProtocolViolation,
+    RetryBudgetExhausted,
     RoundLimitExceeded,
     SessionClosed,
     ToolUnavailable,
@@ -59,8 +60,11 @@ from emelex.agent._events import (
     TurnFailed,
     TurnStarted,
 )
-from emelex.agent._session import AgentSession, EventConsumer
+from emelex.agent._session import AgentSession
+from emelex.agent._tool_table import DEFAULT_TOOL_RETRIES
+from emelex.agent._turn import EventConsumer
 from emelex.agent._turn_core import (
+    DEFAULT_MAX_RETRIES,
     DEFAULT_MAX_ROUNDS,
     REFUSED_CALLS_KEPT,
     AgentTurn,
@@ -72,6 +76,7 @@ from emelex.runtime import AgentCancellation
 from emelex.tools import (
     AgentTool,
     BuiltinSettings,
+    RetryWithFeedback,
     ToolCancellationPolicy,
     ToolInvocation,
     ToolOutput,
@@ -80,7 +85,9 @@ from emelex.tools.builtin import WebSearchProvider, WebSearchResult
 
 __all__ = [
     "AUTHORITY_VERSION",
+    "DEFAULT_MAX_RETRIES",
     "DEFAULT_MAX_ROUNDS",
+    "DEFAULT_TOOL_RETRIES",
     "DEFAULT_MAX_TOKENS",
     "MAX_ARGUMENT_DEPTH",
     "MAX_SHELL_TIMEOUT_SECONDS",
@@ -121,6 +128,8 @@ __all__ = [
     "ProtocolViolation",
     "ReasoningDelta",
     "ResourceCeilings",
+    "RetryBudgetExhausted",
+    "RetryWithFeedback",
     "RoundLimitExceeded",
     "SessionClosed",
     "ToolAuthority",

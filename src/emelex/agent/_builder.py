@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -21,12 +21,17 @@ from emelex.agent._errors import (
     InvalidWorkspace,
 )
 from emelex.agent._history import has_tool_history, strip_reasoning, validate_history
+from emelex.agent._options import check_options_capabilities
 from emelex.agent._tool_table import ToolTable
-from emelex.agent._turn_core import DEFAULT_MAX_ROUNDS, check_max_rounds
+from emelex.agent._turn_core import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_MAX_ROUNDS,
+    check_max_retries,
+    check_max_rounds,
+)
+from emelex.agent._video import refuse_video
 from emelex.model import (
-    UNSET,
     AgentModel,
-    Capabilities,
     Client,
     GenerationOptions,
     Message,
@@ -46,20 +51,6 @@ MAX_SHELL_TIMEOUT_SECONDS = 20 * 60
 DEFAULT_MAX_TOKENS = 1024
 
 
-def thinking_requested(options: GenerationOptions) -> bool:
-    reasoning = options.reasoning
-    return reasoning is not UNSET and reasoning.mode != "off"
-
-
-def check_options_capabilities(options: GenerationOptions, capabilities: Capabilities) -> None:
-    """Raise CapabilityMissing when ``options`` ask for thinking the model proves it
-    cannot toggle. Unknown capabilities defer."""
-    if thinking_requested(options) and capabilities.thinking_toggle is False:
-        raise CapabilityMissing(
-            "reasoning is requested but the model's chat template has no thinking toggle"
-        )
-
-
 @attrs.frozen
 class Resolved:
     """The outcome of resolving a builder (shared by ``build`` and the snapshot)."""
@@ -71,16 +62,58 @@ class Resolved:
     snapshot: AgentAuthoritySnapshot
 
 
+@attrs.frozen
+class SessionParts:
+    """Everything a session is made of, validated: what :meth:`AgentSessionBuilder.build`
+    hands to the session factory."""
+
+    session_id: str
+    client: Client
+    resolved: Resolved
+    approval: ApprovalPolicy
+    options: GenerationOptions
+    ceilings: ResourceCeilings
+    max_rounds: int
+    default_max_tokens: int | None
+    max_retries: int = DEFAULT_MAX_RETRIES
+
+
+@attrs.frozen
+class _Prepared:
+    """Built-in tools made ready by the caller, and the settings they were made for."""
+
+    settings: BuiltinSettings
+    tools: tuple[AgentTool, ...]
+
+
 class AgentSessionBuilder:
     """Collects a session's configuration; :meth:`build` validates all of it.
 
-    Every setter returns the builder. :meth:`authority_snapshot` resolves exactly what
-    :meth:`build` would, without building.
+    Create it with :meth:`AgentSession.builder`. Every setter returns the builder.
+    :meth:`authority_snapshot` resolves exactly what :meth:`build` would, without
+    building.
+
+    ``workspace`` is a directory (opened when the builder resolves, closed with the
+    session) or an open :class:`~emelex.tools.workspace.Workspace`: the session then
+    uses that one and closes it when it closes (a failed ``build`` leaves it open, for
+    its owner to close). The ``include_*``/``shell_*``/``web_*`` setters choose the
+    default built-in tools the builder makes itself; :meth:`prepared_builtins` gives
+    ready-made ones instead (the application layer's guarded tools).
     """
 
-    def __init__(self, client: Client | AgentModel, workspace: str | os.PathLike[str]) -> None:
+    def __init__(
+        self,
+        client: Client | AgentModel,
+        workspace: str | os.PathLike[str] | Workspace,
+        *,
+        session_factory: Callable[[SessionParts], AgentSession],
+    ) -> None:
         self._client = client if isinstance(client, Client) else Client(client)
-        self._workspace = os.fspath(workspace)
+        self._workspace: str | Workspace = (
+            workspace if isinstance(workspace, Workspace) else os.fspath(workspace)
+        )
+        self._session_factory = session_factory
+        self._prepared: _Prepared | None = None
         self._system_prompt: str | None = None
         self._history: tuple[Message, ...] = ()
         self._tools: list[AgentTool] = []
@@ -91,6 +124,7 @@ class AgentSessionBuilder:
         self._session_id: str | None = None
         self._web_search_provider: Any = None
         self._max_rounds = DEFAULT_MAX_ROUNDS
+        self._max_retries = DEFAULT_MAX_RETRIES
         self._default_max_tokens: int | None = DEFAULT_MAX_TOKENS
 
     # -- configuration --------------------------------------------------------------------
@@ -123,6 +157,15 @@ class AgentSessionBuilder:
         after its last round raises RoundLimitExceeded instead of asking again."""
         check_max_rounds(n)
         self._max_rounds = n
+        return self
+
+    def max_retries(self, n: int) -> AgentSessionBuilder:
+        """Most rounds of a turn in which the model gets corrections (default 6): invalid
+        or unparsable arguments, unknown tools, ``RetryWithFeedback``. The next round
+        that needs one fails the turn with RetryBudgetExhausted. Each tool has its own
+        budget too (its ``max_retries``, default 3)."""
+        check_max_retries(n)
+        self._max_retries = n
         return self
 
     def default_max_tokens(self, n: int | None) -> AgentSessionBuilder:
@@ -177,6 +220,18 @@ class AgentSessionBuilder:
             raise ValueError("shell_output_bytes must be positive")
         return self._builtin(shell_output_bytes=limit)
 
+    def prepared_builtins(
+        self, settings: BuiltinSettings, tools: Iterable[AgentTool]
+    ) -> AgentSessionBuilder:
+        """Register ``tools`` as the session's built-in tools, made by the caller for
+        ``settings`` (which the authority snapshot records), instead of the ones the
+        builder would make. The ``include_*``/``shell_*``/``web_*`` setters then have no
+        effect. Used by the application layer, which decides what a session may do."""
+        if not isinstance(settings, BuiltinSettings):
+            raise TypeError(f"prepared_builtins needs BuiltinSettings, got {settings!r}")
+        self._prepared = _Prepared(settings, tuple(tools))
+        return self
+
     def ceilings(self, ceilings: ResourceCeilings) -> AgentSessionBuilder:
         self._ceilings = ceilings
         return self
@@ -204,7 +259,12 @@ class AgentSessionBuilder:
         return self._ceiling(max_tool_argument_bytes=n)
 
     # -- resolution -----------------------------------------------------------------------
+    def _builtin_settings(self) -> BuiltinSettings:
+        return self._builtins if self._prepared is None else self._prepared.settings
+
     def _builtin_tools(self, workspace: Workspace) -> Sequence[AgentTool]:
+        if self._prepared is not None:
+            return self._prepared.tools
         from emelex.tools.builtin import builtin_tools
 
         try:
@@ -213,6 +273,10 @@ class AgentSessionBuilder:
             raise InvalidToolDeclaration(str(exc)) from exc
 
     def _resolve(self) -> Resolved:
+        if isinstance(self._workspace, Workspace):
+            if self._workspace.closed:
+                raise InvalidWorkspace(f"workspace {self._workspace.root!r} is closed")
+            return self._resolve_with(self._workspace)  # its owner closes it on failure
         try:
             workspace = Workspace.open(self._workspace)
         except WorkspaceError as exc:
@@ -231,6 +295,7 @@ class AgentSessionBuilder:
         )
         history = self._history
         validate_history(history, table.names)
+        refuse_video(history, "resumed history")
         has_system = bool(history) and history[0].role == "system"
         if self._system_prompt is not None:
             if has_system:
@@ -274,7 +339,7 @@ class AgentSessionBuilder:
         snapshot = AgentAuthoritySnapshot(
             workspace=WorkspaceIdentity(workspace.root, workspace.device, workspace.inode),
             tools=tools,
-            builtins=self._builtins,
+            builtins=self._builtin_settings(),
             ceilings=self._ceilings,
         )
         return Resolved(workspace, table, history, strip, snapshot)
@@ -285,17 +350,16 @@ class AgentSessionBuilder:
         Does not consume the builder; raises the same errors ``build`` would.
         """
         resolved = self._resolve()
-        resolved.workspace.close()
+        if not isinstance(self._workspace, Workspace):
+            resolved.workspace.close()
         return resolved.snapshot
 
     def build(self) -> AgentSession:
         """Validate everything and return the session. Raises :class:`AgentError`
         subclasses (InvalidWorkspace, InvalidToolDeclaration, InvalidHistory,
         ConfigurationConflict, CapabilityMissing, CeilingExceeded)."""
-        from emelex.agent._session import AgentSession
-
         resolved = self._resolve()
-        return AgentSession(
+        parts = SessionParts(
             session_id=self._session_id or new_id(),
             client=self._client,
             resolved=resolved,
@@ -303,8 +367,15 @@ class AgentSessionBuilder:
             options=self._options,
             ceilings=self._ceilings,
             max_rounds=self._max_rounds,
+            max_retries=self._max_retries,
             default_max_tokens=self._default_max_tokens,
         )
+        try:
+            return self._session_factory(parts)
+        except BaseException:
+            if not isinstance(self._workspace, Workspace):
+                resolved.workspace.close()
+            raise
 
 
 def _by_name(entry: Any) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from emelex._errors import EmelexError, LimitExceeded
+from emelex._text import shorten
 
 if TYPE_CHECKING:
     from emelex.model import Message
@@ -58,6 +59,28 @@ class RoundLimitExceeded(LimitExceeded, AgentError):
             f"the turn used its {maximum} model round{'s' if maximum != 1 else ''} "
             "(max_rounds) and the model was still calling tools; raise max_rounds or ask "
             "for a smaller step",
+        )
+
+
+class RetryBudgetExhausted(LimitExceeded, AgentError):
+    """The model needed more corrections than a retry budget allows: one tool's
+    (``tool`` names it; ``max_retries`` on the tool) or the turn's (``tool`` is None;
+    ``max_retries`` of the session). A correction is an error result that asks the model
+    to fix its call: invalid or malformed arguments, an unknown tool, or
+    :class:`~emelex.tools.RetryWithFeedback`; each round with corrections counts once.
+    ``feedback`` is the last correction sent. History follows the usual rule: the round
+    that spent the budget is committed with the rest of the checkpoint when a tool may
+    have run, and everything is rolled back otherwise."""
+
+    def __init__(self, maximum: int, *, tool: str | None, feedback: str) -> None:
+        limit = "max_retries" if tool is None else f"max_retries of tool {tool!r}"
+        super().__init__(limit, maximum, maximum + 1)
+        self.tool = tool
+        self.feedback = feedback
+        whose = "the turn's" if tool is None else f"tool {tool!r}'s"
+        self.args = (
+            f"the model still needed corrections after {whose} {maximum} "
+            f"retr{'y' if maximum == 1 else 'ies'} (last: {shorten(feedback, 300)})",
         )
 
 

@@ -1,52 +1,28 @@
-"""AgentSession: committed history, tool authority, and the turn actors that drive the
-pure turn core."""
+"""AgentSession: committed history, tool authority, one turn at a time. The turn
+itself runs in :mod:`emelex.agent._turn`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import attrs
-import trio
 
 from emelex._ids import new_id
-from emelex._text import shorten
-from emelex.agent._approval import ApprovalContext, ApprovalDecision, ApprovalPolicy, Approve, Deny
 from emelex.agent._authority import AgentAuthoritySnapshot
-from emelex.agent._builder import check_options_capabilities
-from emelex.agent._ceilings import (
-    RequestSize,
-    ResourceCeilings,
-    measure_message,
-    measure_messages,
-)
+from emelex.agent._builder import AgentSessionBuilder, SessionParts
+from emelex.agent._ceilings import RequestSize, measure_message, measure_messages
 from emelex.agent._errors import (
-    AgentError,
-    ApprovalFailed,
-    EventConsumerError,
-    ModelFailed,
     SessionClosed,
     ToolUnavailable,
-    TurnCancelled,
     TurnInProgress,
     UnsupportedContent,
 )
-from emelex.agent._events import (
-    AgentEvent,
-    ApprovalRequested,
-    ApprovalResolved,
-    ToolProgress,
-    TurnFailed,
-)
 from emelex.agent._history import referenced_tools
-from emelex.agent._tool_table import RegisteredTool
-from emelex.agent._turn_core import (
-    DEFAULT_MAX_ROUNDS,
-    AgentTurn,
-    PlannedCall,
-    TurnCore,
-    check_max_rounds,
-)
+from emelex.agent._options import check_options_capabilities
+from emelex.agent._turn import EventConsumer, TurnDriver, turn_failure
+from emelex.agent._turn_core import AgentTurn, TurnCore, check_max_retries, check_max_rounds
+from emelex.agent._video import VIDEO_REFUSED
 from emelex.model import (
     AudioPart,
     Client,
@@ -58,93 +34,8 @@ from emelex.model import (
     TextPart,
     VideoPart,
 )
-from emelex.runtime import (
-    CURRENT,
-    ActorCall,
-    ActorContext,
-    ActorKind,
-    ActorNursery,
-    ActorState,
-    AgentCancellation,
-    CancellationPolicy,
-    Supervisor,
-)
-from emelex.tools import ToolCancellationPolicy, ToolInvocation, ToolOutput
-
-if TYPE_CHECKING:
-    from emelex.agent._builder import AgentSessionBuilder, Resolved
-    from emelex.tools.workspace import Workspace
-
-EventConsumer = Callable[[AgentEvent], object]
-
-#: Longest error text reported to the model for a failing tool.
-MAX_TOOL_ERROR_CHARS = 2_000
-
-_RUNTIME_POLICY = {
-    ToolCancellationPolicy.FINISH_ONCE_STARTED: CancellationPolicy.FINISH_ONCE_STARTED,
-    ToolCancellationPolicy.INTERRUPTIBLE: CancellationPolicy.DROP,
-}
-
-
-class _EventSink:
-    """Delivers events in order; the first consumer failure cancels the turn."""
-
-    __slots__ = ("_consumer", "failure", "scope")
-
-    def __init__(self, consumer: EventConsumer | None) -> None:
-        self._consumer = consumer
-        self.failure: Exception | None = None
-        self.scope: trio.CancelScope | None = None
-
-    def emit_all(self, events: Iterable[AgentEvent]) -> None:
-        consumer = self._consumer
-        if consumer is None or self.failure is not None:
-            return
-        for event in events:
-            try:
-                consumer(event)
-            except Exception as exc:
-                self.failure = exc
-                if self.scope is not None:
-                    self.scope.cancel()
-                return
-
-
-class _CancelRoute:
-    """Where a turn's AgentCancellation goes.
-
-    While a FINISH_ONCE_STARTED tool is past its start point the turn must wait for its
-    one terminal result anyway, so the signal goes straight to the tool (one Event set)
-    and the turn's scope is cancelled only once that result is recorded. Cancelling the
-    scope at once would cost a ``trio.Cancelled`` delivery to the waiting owner and make
-    the tool wait for the owner to be scheduled before it hears of the cancellation.
-    Otherwise (model job, approval, a tool not yet started) the turn's scope is
-    cancelled at once.
-    """
-
-    __slots__ = ("cancelled", "running", "scope")
-
-    def __init__(self, scope: trio.CancelScope) -> None:
-        self.scope = scope
-        self.running: ActorCall[Any] | None = None
-        self.cancelled = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
-        running = self.running
-        if (
-            running is not None
-            and running.policy is CancellationPolicy.FINISH_ONCE_STARTED
-            and running.past_start_point
-            and not running.finished
-        ):
-            running.cancel()
-        else:
-            self.scope.cancel()
-
-
-def _bounded(text: str) -> str:
-    return shorten(text, MAX_TOOL_ERROR_CHARS)
+from emelex.runtime import AgentCancellation, Supervisor
+from emelex.tools.workspace import Workspace
 
 
 def _user_message(content: str | Sequence[Part | str]) -> Message:
@@ -153,9 +44,7 @@ def _user_message(content: str | Sequence[Part | str]) -> Message:
         if isinstance(part, str):
             parts.append(TextPart(part))
         elif isinstance(part, VideoPart):
-            raise UnsupportedContent(
-                "video input is refused: emelex has no bundled video decoder yet"
-            )
+            raise UnsupportedContent(f"video input is refused: {VIDEO_REFUSED}")
         elif isinstance(part, TextPart | ImagePart | AudioPart):
             parts.append(part)
         else:
@@ -178,20 +67,11 @@ class AgentSession:
     its workspace descriptor.
     """
 
-    def __init__(
-        self,
-        *,
-        session_id: str,
-        client: Client,
-        resolved: Resolved,
-        approval: ApprovalPolicy,
-        options: GenerationOptions,
-        ceilings: ResourceCeilings,
-        max_rounds: int = DEFAULT_MAX_ROUNDS,
-        default_max_tokens: int | None = None,
-    ) -> None:
-        self.session_id = session_id
-        self._client = client
+    def __init__(self, parts: SessionParts) -> None:
+        """Use :meth:`builder`: it validates what a session is made of."""
+        resolved = parts.resolved
+        self.session_id = parts.session_id
+        self._client = parts.client
         self._workspace = resolved.workspace
         self._table = resolved.table
         self._history = resolved.history
@@ -201,21 +81,28 @@ class AgentSession:
         self._strip = resolved.strip_reasoning
         self._snapshot = resolved.snapshot
         self._enabled = frozenset(self._table.names)
-        self._approval = approval
-        self._options = options
-        self._ceilings = ceilings
-        check_max_rounds(max_rounds)
-        self._max_rounds = max_rounds
-        self.default_max_tokens = default_max_tokens
+        self._options = parts.options
+        self._ceilings = parts.ceilings
+        check_max_rounds(parts.max_rounds)
+        self._max_rounds = parts.max_rounds
+        check_max_retries(parts.max_retries)
+        self._max_retries = parts.max_retries
+        self.default_max_tokens = parts.default_max_tokens
+        self._driver = TurnDriver(
+            session_id=parts.session_id,
+            client=parts.client,
+            approval=parts.approval,
+            workspace_root=resolved.workspace.root,
+        )
         self._busy = False
         self._closed = False
         self.turns_committed = 0
 
     @staticmethod
     def builder(client: Client | Any, workspace: Any) -> AgentSessionBuilder:
-        from emelex.agent._builder import AgentSessionBuilder
-
-        return AgentSessionBuilder(client, workspace)
+        """A builder for a session on ``client`` in ``workspace`` (a directory, or an
+        open :class:`~emelex.tools.workspace.Workspace` the session takes over)."""
+        return AgentSessionBuilder(client, workspace, session_factory=AgentSession)
 
     # -- state ----------------------------------------------------------------------------
     @property
@@ -246,6 +133,17 @@ class AgentSession:
     def max_rounds(self, value: int) -> None:
         check_max_rounds(value)
         self._max_rounds = value
+
+    @property
+    def max_retries(self) -> int:
+        """Most rounds of a turn in which the model gets corrections (invalid arguments,
+        ``RetryWithFeedback``, ...); settable between turns (a non-negative int)."""
+        return self._max_retries
+
+    @max_retries.setter
+    def max_retries(self, value: int) -> None:
+        check_max_retries(value)
+        self._max_retries = value
 
     @property
     def workspace(self) -> Workspace:
@@ -363,6 +261,7 @@ class AgentSession:
             ceilings=self._ceilings,
             max_rounds=self.max_rounds,
             history_costs=self._costs,
+            max_retries=self._max_retries,
         )
         request, _events = core.begin_round()
         return request
@@ -410,182 +309,21 @@ class AgentSession:
             ceilings=self._ceilings,
             max_rounds=self.max_rounds,
             history_costs=self._costs,
+            max_retries=self._max_retries,
         )
-        sink = _EventSink(on_event)
         supervisor = Supervisor.current()
         self._busy = True
-        session_node = supervisor.register(ActorKind.SESSION, f"session {self.session_id}", CURRENT)
-        session_node.state = ActorState.RUNNING
-        result: AgentTurn | None = None
-        error: BaseException | None = None
         try:
-            async with supervisor.open_actor(
-                ActorKind.TURN, f"turn {core.turn_id}", parent=session_node
-            ) as turn:
-                # The turn's own scope is the one AgentCancellation and a failing consumer
-                # cancel: the caller's scopes are left alone, so TurnCancelled can be told
-                # apart from the caller's own cancellation.
-                sink.scope = turn.cancel_scope
-                route = _CancelRoute(turn.cancel_scope)
-                remove = cancellation.add_callback(route.cancel)
-                try:
-                    result = await self._drive(core, turn, sink, route)
-                finally:
-                    remove()
-        except BaseException as exc:
-            error = exc
+            outcome = await self._driver.drive(supervisor, core, cancellation, on_event)
         finally:
-            supervisor.close_actor(session_node)
             self._busy = False
-        if result is not None and sink.failure is None and error is None:
-            self._commit(result.messages, core.size)
-            return result
-        raise self._failure(core, sink, cancellation, error, fallible)
+        if outcome.succeeded:
+            assert outcome.result is not None
+            self._commit(outcome.result.messages, core.size)
+            return outcome.result
+        raise turn_failure(core, outcome, cancellation, fallible, self._commit)
 
-    async def _drive(
-        self,
-        core: TurnCore,
-        turn: ActorNursery,
-        sink: _EventSink,
-        route: _CancelRoute,
-    ) -> AgentTurn:
-        sink.emit_all(core.start())
-        while True:
-            await trio.lowlevel.checkpoint_if_cancelled()
-            request, events = core.begin_round()
-            sink.emit_all(events)
-            await turn.run(
-                self._model_job,
-                request,
-                core,
-                sink,
-                kind=ActorKind.MODEL_JOB,
-                name=f"round {core.round}",
-            )
-            plan, events = core.end_round()
-            sink.emit_all(events)
-            if not plan:
-                break
-            for item in plan:
-                await self._resolve_call(core, turn, sink, item, route)
-            core.finish_batch()
-        result, events = core.commit()
-        sink.emit_all(events)
-        return result
-
-    async def _model_job(
-        self, ctx: ActorContext, request: GenerationRequest, core: TurnCore, sink: _EventSink
-    ) -> None:
-        async with self._client.generate(request) as stream:
-            async for event in stream:
-                sink.emit_all(core.on_model_event(event))
-
-    async def _resolve_call(
-        self,
-        core: TurnCore,
-        turn: ActorNursery,
-        sink: _EventSink,
-        item: PlannedCall,
-        route: _CancelRoute,
-    ) -> None:
-        call = item.call
-        if item.immediate is not None or item.tool is None:
-            output = item.immediate or ToolOutput.error(f"unknown tool {call.name!r}")
-            sink.emit_all(core.record_result(call.id, output, executed=False))
-            return
-        entry = item.tool
-        try:
-            reason = entry.tool.approval_reason(call.arguments)
-        except Exception as exc:
-            message = _bounded(f"tool {call.name!r} could not describe its action: {exc}")
-            sink.emit_all(core.record_result(call.id, ToolOutput.error(message), False))
-            return
-        approved = False
-        if reason is not None:
-            # Never ask anyone to approve work for a turn that is already being torn down.
-            await trio.lowlevel.checkpoint_if_cancelled()
-            sink.emit_all([ApprovalRequested(core.turn_id, call.id, reason)])
-            context = ApprovalContext(
-                self.session_id,
-                core.turn_id,
-                call,
-                entry.definition,
-                reason,
-                workspace_root=self._workspace.root,
-            )
-            decision = await turn.run(
-                self._approval_job, context, kind=ActorKind.APPROVAL, name=call.name
-            )
-            sink.emit_all([ApprovalResolved(core.turn_id, call.id, decision)])
-            if isinstance(decision, Deny):
-                output = ToolOutput.error(_bounded(f"denied: {decision.reason}"))
-                sink.emit_all(core.record_result(call.id, output, executed=False))
-                return
-            approved = True
-        invocation = ToolInvocation(
-            call,
-            AgentCancellation(),
-            core.turn_id,
-            self.session_id,
-            approved=approved,
-            progress_sink=lambda message, done, total: sink.emit_all(
-                [ToolProgress(core.turn_id, call.id, message, done, total)]
-            ),
-        )
-        running = turn.call(
-            self._tool_job,
-            entry,
-            invocation,
-            core,
-            sink,
-            kind=ActorKind.TOOL,
-            name=call.name,
-            policy=_RUNTIME_POLICY[entry.policy],
-        )
-        route.running = running
-        try:
-            output = await running.result()
-        except trio.Cancelled:
-            if running.finished:
-                # FINISH_ONCE_STARTED: the one terminal result belongs in the checkpoint.
-                finished = running.value if running.error is None else None
-                output = _as_output(call.name, finished, running.error)
-                sink.emit_all(core.record_result(call.id, output, executed=True))
-            raise
-        except Exception as exc:
-            output = _as_output(call.name, None, exc)
-        finally:
-            route.running = None
-        sink.emit_all(core.record_result(call.id, output, executed=True))
-        if route.cancelled:
-            # AgentCancellation arrived while the tool ran and was routed to the tool
-            # alone; with its one result recorded, the turn now ends as cancelled.
-            route.scope.cancel()
-            await trio.lowlevel.checkpoint_if_cancelled()
-
-    async def _approval_job(self, ctx: ActorContext, context: ApprovalContext) -> ApprovalDecision:
-        try:
-            decision = await self._approval.decide(context)
-        except Exception as exc:
-            raise ApprovalFailed(f"approval policy raised {type(exc).__name__}: {exc}") from exc
-        if not isinstance(decision, Approve | Deny):
-            raise ApprovalFailed(f"approval policy returned {decision!r}, not Approve or Deny")
-        return decision
-
-    @staticmethod
-    async def _tool_job(
-        ctx: ActorContext,
-        entry: RegisteredTool,
-        invocation: ToolInvocation,
-        core: TurnCore,
-        sink: _EventSink,
-    ) -> ToolOutput:
-        await ctx.start_point()
-        sink.emit_all(core.tool_started(invocation.call.id))
-        ctx.on_cancel_requested(invocation.cancellation.cancel)
-        return _as_output(entry.definition.name, await entry.tool.invoke(invocation), None)
-
-    # -- endings --------------------------------------------------------------------------
+    # -- history ------------------------------------------------------------------------
     def _commit(self, messages: Sequence[Message], size: RequestSize | None = None) -> None:
         """Append a committed batch; ``size`` is the history's new total when the turn core
         already measured it (a whole committed turn), so nothing is measured twice."""
@@ -599,49 +337,3 @@ class AgentSession:
         )
         self._history_tools = self._history_tools | referenced_tools(messages)
         self.turns_committed += 1
-
-    def _failure(
-        self,
-        core: TurnCore,
-        sink: _EventSink,
-        cancellation: AgentCancellation,
-        error: BaseException | None,
-        fallible: bool,
-    ) -> BaseException:
-        """Resolve the failed turn's history and return the exception to raise."""
-        resolution = core.abort()
-        self._commit(resolution.messages, core.size)
-        if sink.failure is not None:
-            if fallible:
-                failure: BaseException = EventConsumerError(
-                    f"the event consumer raised {type(sink.failure).__name__}: {sink.failure}"
-                )
-                failure.__cause__ = sink.failure
-            else:
-                failure = sink.failure
-        elif error is None or (isinstance(error, trio.Cancelled) and cancellation.cancelled):
-            failure = TurnCancelled("the turn was cancelled")
-        elif isinstance(error, trio.Cancelled) or not isinstance(error, Exception):
-            # The caller's own scope was cancelled (or the process is exiting).
-            sink.emit_all([TurnFailed(core.turn_id, type(error).__name__, resolution.rolled_back)])
-            return error
-        elif isinstance(error, AgentError):
-            failure = error
-        else:
-            failure = ModelFailed(f"the model failed: {type(error).__name__}: {error}")
-            failure.__cause__ = error
-        if isinstance(failure, AgentError):
-            failure.rolled_back = resolution.rolled_back
-            failure.checkpoint = resolution.messages
-        sink.emit_all([TurnFailed(core.turn_id, str(failure), resolution.rolled_back)])
-        return failure
-
-
-def _as_output(name: str, value: object, error: BaseException | None) -> ToolOutput:
-    if error is not None:
-        return ToolOutput.error(_bounded(f"tool {name!r} failed: {type(error).__name__}: {error}"))
-    if isinstance(value, ToolOutput):
-        return value
-    if isinstance(value, str):
-        return ToolOutput(value)
-    return ToolOutput.error(f"tool {name!r} returned {type(value).__name__}, not a ToolOutput")

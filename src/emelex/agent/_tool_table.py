@@ -2,25 +2,25 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
-import jsonschema
-import jsonschema.exceptions
-import jsonschema.protocols
-import jsonschema.validators
 
-from emelex._text import shorten
 from emelex.agent._ceilings import schema_bytes
 from emelex.agent._errors import InvalidToolDeclaration
 from emelex.model import ToolDefinition
-from emelex.tools import AgentTool, ToolCancellationPolicy
+from emelex.tools import (
+    AgentTool,
+    ArgumentValidator,
+    ToolCancellationPolicy,
+    tool_name_problem,
+    tool_schema_problem,
+)
 
-_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
-#: Longest validation message returned to the model for one invalid call.
-MAX_VALIDATION_MESSAGE = 600
+#: Default most rounds of one turn in which one tool's calls get corrections (a tool's
+#: own ``max_retries`` attribute overrides it).
+DEFAULT_TOOL_RETRIES = 3
 
 
 @attrs.frozen
@@ -28,20 +28,17 @@ class RegisteredTool:
     tool: AgentTool
     definition: ToolDefinition
     policy: ToolCancellationPolicy
-    validator: jsonschema.protocols.Validator
+    validator: ArgumentValidator
     schema_bytes: int
     identity: tuple[tuple[str, str], ...]
     #: The schema as the tool declared it (``definition`` holds the clamped one).
     declared_parameters: dict[str, Any]
+    #: Most rounds of a turn in which this tool's calls may get corrections.
+    max_retries: int = DEFAULT_TOOL_RETRIES
 
     def validation_error(self, arguments: Mapping[str, Any]) -> str | None:
         """None when ``arguments`` satisfy the schema, else a bounded explanation."""
-        error = jsonschema.exceptions.best_match(self.validator.iter_errors(arguments))
-        if error is None:
-            return None
-        where = "/".join(str(step) for step in error.absolute_path) or "(root)"
-        text = f"invalid arguments at {where}: {error.message}"
-        return shorten(text, MAX_VALIDATION_MESSAGE)
+        return self.validator.problem(arguments)
 
 
 #: Schema keywords that bound a size, clamped to the argument ceiling.
@@ -79,25 +76,23 @@ def _register(tool: AgentTool, max_argument_bytes: int | None = None) -> Registe
     definition = tool.definition
     if not isinstance(definition, ToolDefinition):
         raise InvalidToolDeclaration(f"{tool!r}.definition is not a ToolDefinition")
-    if not _NAME.fullmatch(definition.name):
-        raise InvalidToolDeclaration(
-            f"tool name {definition.name!r} must be 1-64 characters of letters, digits, _ . -"
-        )
+    problem = tool_name_problem(definition.name)
+    if problem is not None:
+        raise InvalidToolDeclaration(problem)
     schema = definition.parameters
-    if schema.get("type", "object") != "object":
-        raise InvalidToolDeclaration(f"tool {definition.name!r}: parameters must be an object")
-    try:
-        validator_class = jsonschema.validators.validator_for(
-            schema, default=jsonschema.Draft202012Validator
-        )
-        validator_class.check_schema(schema)
-    except jsonschema.exceptions.SchemaError as exc:
-        raise InvalidToolDeclaration(
-            f"tool {definition.name!r} has an invalid JSON Schema: {exc.message}"
-        ) from exc
+    problem = tool_schema_problem(schema)
+    if problem is not None:
+        raise InvalidToolDeclaration(f"tool {definition.name!r}: {problem}")
     policy = tool.cancellation_policy
     if not isinstance(policy, ToolCancellationPolicy):
         raise InvalidToolDeclaration(f"tool {definition.name!r}: invalid cancellation policy")
+    max_retries = getattr(tool, "max_retries", None)
+    if max_retries is None:
+        max_retries = DEFAULT_TOOL_RETRIES
+    elif isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise InvalidToolDeclaration(
+            f"tool {definition.name!r}: max_retries must be a non-negative integer or None"
+        )
     identity = getattr(tool, "authority_identity", None) or {}
     declared = schema
     if max_argument_bytes is not None:
@@ -108,10 +103,11 @@ def _register(tool: AgentTool, max_argument_bytes: int | None = None) -> Registe
         tool=tool,
         definition=definition,
         policy=policy,
-        validator=validator_class(schema),
+        validator=ArgumentValidator(schema),
         schema_bytes=schema_bytes(definition),
         identity=tuple(sorted((str(k), str(v)) for k, v in dict(identity).items())),
         declared_parameters=declared,
+        max_retries=max_retries,
     )
 
 

@@ -6,7 +6,12 @@ returns. It owns the rules that decide what a turn may commit:
 * the prefix contract: answer and reasoning deltas must concatenate to a prefix of the
   terminal response; the missing suffix is emitted before ``ModelCompleted``;
 * tool calls are untrusted proposals: looked up, checked against the enabled set,
-  validated against their schema, and re-identified with a fresh UUIDv7;
+  validated against their schema (once: tools receive ``validated`` invocations), and
+  re-identified with a fresh UUIDv7;
+* corrections: a call the model can fix (unknown tool, unparsable or invalid
+  arguments, a tool's ``RetryWithFeedback``) gets an error result that says what to
+  change. Each round with corrections spends one retry of the turn's budget and one of
+  each corrected tool's; past a budget the turn fails with RetryBudgetExhausted;
 * rounds are checked whole before any call is approved or run: arguments must be JSON
   values and the round must fit the resource ceilings together with what every request
   keeps (system prompt and current user message). A round that does not is *refused*:
@@ -38,7 +43,12 @@ from emelex.agent._ceilings import (
     measure_message,
     utf8_len,
 )
-from emelex.agent._errors import CeilingExceeded, ProtocolViolation, RoundLimitExceeded
+from emelex.agent._errors import (
+    CeilingExceeded,
+    ProtocolViolation,
+    RetryBudgetExhausted,
+    RoundLimitExceeded,
+)
 from emelex.agent._events import (
     AgentEvent,
     AnswerDelta,
@@ -53,6 +63,7 @@ from emelex.agent._events import (
     TurnStarted,
 )
 from emelex.agent._tool_table import RegisteredTool, ToolTable
+from emelex.agent._video import refuse_video
 from emelex.model import (
     Completed,
     GenerationEvent,
@@ -71,6 +82,8 @@ from emelex.tools import ToolOutput
 
 #: Default most model rounds of one turn (each round after the first follows a tool batch).
 DEFAULT_MAX_ROUNDS = 16
+#: Default most rounds of one turn in which the model gets corrections (any tool).
+DEFAULT_MAX_RETRIES = 6
 
 NOT_EXECUTED = "not executed: the turn ended before this call ran"
 #: Most calls of a refused round kept in the conversation (the rest are left out: the
@@ -96,6 +109,12 @@ def refused_text(reason: str, kept: int, proposed: int) -> str:
 
 def _name(name: str) -> str:
     return repr(name if len(name) <= 64 else name[:63] + "…")
+
+
+def check_max_retries(value: int) -> None:
+    """Raise ValueError unless ``value`` is a non-negative int (not a bool)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"max_retries must be a non-negative integer, got {value!r}")
 
 
 def check_max_rounds(value: int) -> None:
@@ -164,10 +183,18 @@ class TurnCore:
         max_rounds: int = DEFAULT_MAX_ROUNDS,
         make_id: Callable[[], str] = new_id,
         history_costs: Callable[[], Sequence[RequestSize]] | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> None:
         """``history_costs`` gives each history message's size (the session keeps
-        them, so fitting a long history does not measure it again every round)."""
+        them, so fitting a long history does not measure it again every round).
+        ``max_retries`` is the turn's retry budget (each tool's own budget is its
+        ``max_retries`` attribute, :data:`DEFAULT_TOOL_RETRIES` when it has none)."""
         check_max_rounds(max_rounds)
+        check_max_retries(max_retries)
+        self.max_retries = max_retries
+        self.retries = 0
+        self._tool_retries: dict[str, int] = {}
+        self._argument_errors: list[str | None] = []
         self.turn_id = turn_id
         self._history = tuple(history)
         self._history_size = history_size
@@ -225,6 +252,7 @@ class TurnCore:
             self._ceilings,
             self._all_costs,
         )
+        refuse_video(messages, "request")  # the last line: no model sees encoded video
         request = GenerationRequest(messages, tools=tools, options=self._options)
         self.round += 1
         self.phase = TurnPhase.GENERATING
@@ -266,6 +294,7 @@ class TurnCore:
             suffix = response.text[len(streamed_answer) :]
             events.append(AnswerDelta(self.turn_id, self.round, suffix))
         provider_ids = [call.id for call in response.tool_calls]
+        self._argument_errors = [call.arguments_error for call in response.tool_calls]
         calls = tuple(
             ToolCall(self._make_id(), call.name, call.arguments) for call in response.tool_calls
         )
@@ -365,28 +394,34 @@ class TurnCore:
             self.phase = TurnPhase.FINAL
             return [], []
         plan: list[PlannedCall] = []
-        for call, provider_id in zip(response.tool_calls, self._provider_ids, strict=True):
+        # A refused round keeps a prefix of the calls (and of their provider ids).
+        unparsed = self._argument_errors[: len(response.tool_calls)]
+        for call, provider_id, problem in zip(
+            response.tool_calls, self._provider_ids, unparsed, strict=True
+        ):
             self._referenced.add(call.name)
-            plan.append(self._plan(call, provider_id))
+            plan.append(self._plan(call, provider_id, problem))
         self._batch = plan
         self._results = {}
         self.phase = TurnPhase.TOOLS
         return plan, [ToolProposed(self.turn_id, self.round, item.call) for item in plan]
 
-    def _plan(self, call: ToolCall, provider_id: str) -> PlannedCall:
+    def _plan(self, call: ToolCall, provider_id: str, unparsed: str | None) -> PlannedCall:
         entry = self._tools.get(call.name)
         if self._refusal is not None:
             return PlannedCall(call, provider_id, entry, ToolOutput.error(self._refusal))
         if entry is None:
             known = ", ".join(self._tools.names) or "none"
             message = f"unknown tool {call.name!r} (available: {known})"
-            return PlannedCall(call, provider_id, None, ToolOutput.error(message))
+            return PlannedCall(call, provider_id, None, ToolOutput.feedback(message))
         if call.name not in self._enabled:
             message = f"tool {call.name!r} is unavailable in this session right now"
             return PlannedCall(call, provider_id, entry, ToolOutput.error(message))
+        if unparsed is not None:
+            return PlannedCall(call, provider_id, entry, ToolOutput.feedback(unparsed))
         problem = entry.validation_error(call.arguments)
         if problem is not None:
-            return PlannedCall(call, provider_id, entry, ToolOutput.error(problem))
+            return PlannedCall(call, provider_id, entry, ToolOutput.feedback(problem))
         return PlannedCall(call, provider_id, entry, None)
 
     # -- tool batch -----------------------------------------------------------------------
@@ -413,8 +448,34 @@ class TurnCore:
         missing = [item.call.id for item in self._batch if item.call.id not in self._results]
         if missing:
             raise RuntimeError(f"calls without a result: {missing}")
+        corrected = [
+            (item, self._results[item.call.id][0])
+            for item in self._batch
+            if self._results[item.call.id][0].retry
+        ]
         self._append_batch({cid: output for cid, (output, _) in self._results.items()})
         self.phase = TurnPhase.READY
+        if corrected:
+            self._spend_retries(corrected)
+
+    def _spend_retries(self, corrected: list[tuple[PlannedCall, ToolOutput]]) -> None:
+        """One retry of the turn and of each corrected tool for this round; raise
+        RetryBudgetExhausted past a budget (the batch is already in the turn, so the
+        checkpoint shows the model's last correction)."""
+        self.retries += 1
+        seen: set[str] = set()
+        for item, output in corrected:
+            if item.tool is None or item.call.name in seen:
+                continue  # an unknown tool has no budget of its own
+            seen.add(item.call.name)
+            spent = self._tool_retries.get(item.call.name, 0) + 1
+            self._tool_retries[item.call.name] = spent
+            if spent > item.tool.max_retries:
+                raise RetryBudgetExhausted(
+                    item.tool.max_retries, tool=item.call.name, feedback=output.text
+                )
+        if self.retries > self.max_retries:
+            raise RetryBudgetExhausted(self.max_retries, tool=None, feedback=corrected[-1][1].text)
 
     def _append_batch(self, results: dict[str, ToolOutput]) -> None:
         assert self._response is not None

@@ -16,7 +16,7 @@
         turn = await session.send_and_wait("What is 2 + 3?")
 """
 
-from emelex.app._agent import Agent, AgentBuilder, SeedFile, Skill
+from emelex.app._agent import Agent, AgentBuilder, SeedFile
 from emelex.app._budget import (
     DEFAULT_CONTEXT_TOKENS,
     MEDIA_PART_TOKENS,
@@ -66,6 +66,7 @@ from emelex.app._errors import (
     InvalidFile,
     InvalidMcpServer,
     InvalidOutputType,
+    InvalidPackage,
     InvalidPlugin,
     InvalidPolicy,
     InvalidSkill,
@@ -73,11 +74,16 @@ from emelex.app._errors import (
     InvalidToolSchema,
     InvalidWorkspaceRoot,
     LoopAlreadyRunning,
+    MissingBinding,
     MissingModel,
     NameCollision,
+    PackageError,
+    PackageProblem,
     SessionNotStarted,
     ShellNotAllowed,
+    SkillTooLarge,
     StreamNotOpen,
+    UnboundModelError,
     UnresolvedCapability,
     UsageBudgetExhausted,
     WorkspaceConflict,
@@ -87,22 +93,17 @@ from emelex.app._harness import Harness
 from emelex.app._inspect import SessionContext
 from emelex.app._mcp import McpIntegration
 from emelex.app._output import DEFAULT_OUTPUT_RETRIES, TypedTurn
-from emelex.app._package import (
-    Change,
-    InvalidPackage,
-    MissingBinding,
-    PackageError,
+from emelex.app._package_diff import Change, diff_packages, find_packages
+from emelex.app._package_format import (
+    MAX_FILE_BYTES,
+    MAX_FILES,
+    MAX_PACKAGE_BYTES,
+    LoadedPackage,
     PackageInfo,
-    PackageProblem,
     UnboundModel,
-    UnboundModelError,
-    diff_packages,
-    export_agent,
-    load_agent,
-    package_harness,
-    package_info,
-    validate_package,
 )
+from emelex.app._package_read import load_agent, load_package, validate_package
+from emelex.app._package_write import export_agent, manifest_text
 from emelex.app._plugins import (
     LoadedPlugin,
     PluginError,
@@ -112,6 +113,14 @@ from emelex.app._plugins import (
     load_plugin,
 )
 from emelex.app._policy import WorkspacePolicy, recursive_delete_reason
+from emelex.app._skill import (
+    MAX_SKILL_BYTES,
+    MAX_SKILL_DEPTH,
+    MAX_SKILL_FILE_BYTES,
+    MAX_SKILL_FILES,
+    Skill,
+    SkillFile,
+)
 from emelex.app._stream import TextStream
 from emelex.app._sync import run_sync
 from emelex.app._tasks import (
@@ -141,8 +150,13 @@ __all__ = [
     # agents
     "Agent",
     "AgentBuilder",
+    "MAX_SKILL_BYTES",
+    "MAX_SKILL_DEPTH",
+    "MAX_SKILL_FILES",
+    "MAX_SKILL_FILE_BYTES",
     "SeedFile",
     "Skill",
+    "SkillFile",
     # capabilities
     "BuiltinCapability",
     "Capability",
@@ -182,15 +196,20 @@ __all__ = [
     "fit_request",
     "tasks_from_history",
     # agent packages
+    "MAX_FILES",
+    "MAX_FILE_BYTES",
+    "MAX_PACKAGE_BYTES",
     "Change",
+    "LoadedPackage",
     "PackageInfo",
     "PackageProblem",
     "UnboundModel",
     "diff_packages",
     "export_agent",
+    "find_packages",
     "load_agent",
-    "package_harness",
-    "package_info",
+    "load_package",
+    "manifest_text",
     "validate_package",
     # plugins
     "LoadedPlugin",
@@ -247,6 +266,7 @@ __all__ = [
     "PluginError",
     "SessionNotStarted",
     "ShellNotAllowed",
+    "SkillTooLarge",
     "StreamNotOpen",
     "UnboundModelError",
     "UnresolvedCapability",

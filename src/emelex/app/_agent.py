@@ -9,9 +9,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import attrs
-import jsonschema
-import jsonschema.exceptions
-import jsonschema.validators
 
 from emelex.agent import AgentTurn, ApprovalPolicy
 from emelex.app._capabilities import (
@@ -45,8 +42,10 @@ from emelex.app._errors import (
 )
 from emelex.app._output import DEFAULT_OUTPUT_RETRIES, OutputSpec, TypedTurn, check_retries
 from emelex.app._policy import WorkspacePolicy
+from emelex.app._skill import Skill, skill_files
 from emelex.model import AgentModel, Client, GenerationOptions
-from emelex.tools import AgentTool
+from emelex.tools import AgentTool, tool_name_problem, tool_schema_problem
+from emelex.tools.workspace import PathRejected, split_path
 
 if TYPE_CHECKING:
     from emelex.app._harness import Harness
@@ -54,7 +53,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-TOOL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 SKILL_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 #: Longest component of a seeded file path, in bytes.
 MAX_NAME_BYTES = 255
@@ -73,32 +71,24 @@ class SeedFile:
         return tuple(self.path.split("/"))
 
 
-@attrs.frozen
-class Skill:
-    """Instructions for one kind of work, offered by name and description and loaded
-    on demand (the ``skills`` capability or a worker harness)."""
-
-    name: str
-    description: str
-    instructions: str
-
-
 def _seed_path(path: Any) -> str:
+    """A seeded file's path, split by the workspace's own rules (the file tools accept
+    exactly what is seeded), then held to stricter ones: relative, names a file, no
+    backslash (a package must mean the same on every system)."""
     if isinstance(path, os.PathLike):
         path = os.fspath(path)
     if not isinstance(path, str) or not path.strip():
         raise InvalidFile(f"a file path must be non-blank text, got {path!r}")
-    if "\0" in path or "\\" in path:
-        raise InvalidFile(f"file path {path!r} contains a NUL or a backslash")
-    if path.startswith("/"):
+    if "\\" in path:
+        raise InvalidFile(f"file path {path!r} contains a backslash")
+    try:
+        absolute, parts = split_path(path)
+    except PathRejected as exc:
+        raise InvalidFile(f"file path {path!r}: {exc.detail}") from exc
+    if absolute:
         raise InvalidFile(f"file path {path!r} must be relative to the workspace")
-    parts = [part for part in path.split("/") if part not in ("", ".")]
     if not parts:
         raise InvalidFile(f"file path {path!r} names no file")
-    if ".." in parts:
-        raise InvalidFile(f"file path {path!r} must not contain '..'")
-    if any(len(os.fsencode(part)) > MAX_NAME_BYTES for part in parts):
-        raise InvalidFile(f"file path {path!r} has a component over {MAX_NAME_BYTES} bytes")
     return "/".join(parts)
 
 
@@ -116,22 +106,13 @@ def check_tool(tool: Any, where: str) -> str:
         raise InvalidToolSchema(f"{where}: {tool!r} does not implement the AgentTool protocol")
     definition = tool.definition
     name = getattr(definition, "name", None)
-    if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
-        raise InvalidToolSchema(
-            f"{where}: tool name {name!r} must be 1-64 letters, digits, _ . - characters"
-        )
-    schema = definition.parameters
-    if not isinstance(schema, dict) or schema.get("type", "object") != "object":
-        raise InvalidToolSchema(f"{where}: tool {name!r}: parameters must be an object schema")
-    try:
-        validator = jsonschema.validators.validator_for(
-            schema, default=jsonschema.Draft202012Validator
-        )
-        validator.check_schema(schema)
-    except jsonschema.exceptions.SchemaError as exc:
-        raise InvalidToolSchema(
-            f"{where}: tool {name!r} has an invalid JSON Schema: {exc.message}"
-        ) from exc
+    problem = tool_name_problem(name)
+    if problem is not None:
+        raise InvalidToolSchema(f"{where}: {problem}")
+    problem = tool_schema_problem(definition.parameters)
+    if problem is not None:
+        raise InvalidToolSchema(f"{where}: tool {name!r}: {problem}")
+    assert isinstance(name, str)
     return name
 
 
@@ -171,34 +152,6 @@ class Agent:
     @staticmethod
     def builder() -> AgentBuilder:
         return AgentBuilder()
-
-    @staticmethod
-    def load(
-        path: str | os.PathLike[str],
-        *,
-        bindings: Mapping[str, Client | AgentModel] | None = None,
-        approver: ApprovalPolicy | None = None,
-    ) -> Agent:
-        """Load an agent package (see ``docs/app/packages.md``)."""
-        from emelex.app._package import load_agent
-
-        return load_agent(path, bindings=bindings, approver=approver)
-
-    def export(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        description: str | None = None,
-        version: str | None = None,
-        binding: str | None = None,
-        preset: str | None = None,
-    ) -> None:
-        """Write this agent as a package (deterministic; see ``docs/app/packages.md``)."""
-        from emelex.app._package import export_agent
-
-        export_agent(
-            self, path, description=description, version=version, binding=binding, preset=preset
-        )
 
     @overload
     def run_sync(
@@ -351,8 +304,17 @@ class AgentBuilder:
         self._plugins.append(path)
         return self
 
-    def skill(self, name: str, description: str, instructions: str) -> AgentBuilder:
-        self._skills.append(Skill(name, description, instructions))
+    def skill(
+        self,
+        name: str,
+        description: str,
+        instructions: str,
+        *,
+        files: Mapping[str, str | bytes] | None = None,
+    ) -> AgentBuilder:
+        """Add a skill; ``files`` (path -> text or bytes) are its other files, which the
+        model reads through ``load_skill``. Bad file paths and bounds raise here."""
+        self._skills.append(Skill(name, description, instructions, skill_files(name, files)))
         return self
 
     def options(self, options: GenerationOptions) -> AgentBuilder:

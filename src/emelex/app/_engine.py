@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import os
 import pathlib
@@ -17,7 +16,7 @@ import attrs
 import trio
 
 from emelex._ids import new_id
-from emelex.agent import AgentSession, AgentTurn, DenyAll, SessionClosed
+from emelex.agent import AgentSession, AgentTurn, DenyAll, InvalidWorkspace, SessionClosed
 from emelex.app._agent import Agent, SeedFile, check_tool, tool_gated
 from emelex.app._budget import (
     BUDGET_SECTION,
@@ -26,8 +25,8 @@ from emelex.app._budget import (
     BudgetUsage,
     check_budget_tool,
 )
+from emelex.app._builtins import builtin_names, make_builtins
 from emelex.app._capabilities import (
-    BuiltinCapability,
     CapabilityPackage,
     CapabilityRef,
     CapabilityResolver,
@@ -40,14 +39,14 @@ from emelex.app._errors import (
     IntegrationMissing,
     NameCollision,
     SessionNotStarted,
-    ShellNotAllowed,
     UnresolvedCapability,
 )
 from emelex.app._events import DEFAULT_EVENT_BUFFER, EventHub, EventStream, GatedModel, GatedTool
-from emelex.app._harness import Harness, skills_section, workspace_section
+from emelex.app._harness import Harness, skills_section
 from emelex.app._inspect import SessionContext, next_request
 from emelex.app._output import OutputSpec, TypedTurn, check_retries, run_typed_turn
-from emelex.app._policy import GuardedFileTool, GuardedShellTool, HiddenPaths
+from emelex.app._policy import WORKSPACE_VIEW, HiddenPaths
+from emelex.app._skill import load_skill_tool
 from emelex.app._tasks import (
     TASKS_SECTION,
     ReadTasksTool,
@@ -58,9 +57,8 @@ from emelex.app._tasks import (
 )
 from emelex.model import AgentModel, Client, GenerationOptions, Message
 from emelex.runtime import AgentCancellation, run_in_worker
-from emelex.tools import AgentTool
-from emelex.tools._function import FunctionTool
-from emelex.tools.workspace import Workspace
+from emelex.tools import AgentTool, BuiltinSettings
+from emelex.tools.workspace import Workspace, WorkspaceError
 
 if TYPE_CHECKING:
     from emelex.app._stream import TextStream
@@ -147,6 +145,16 @@ def _remove_tree(root: str) -> None:
     shutil.rmtree(root, onerror=retry)
 
 
+def _open_workspace(
+    root: str, *, hidden: HiddenPaths | None = None, view: str | None = None
+) -> Workspace:
+    try:
+        return Workspace.open(root, hidden=hidden, view=view)
+    except WorkspaceError as exc:
+        # What the standalone builder raises for a root it cannot open.
+        raise InvalidWorkspace(f"cannot open workspace {root!r}: {exc}") from exc
+
+
 # -- assembly ----------------------------------------------------------------------------
 
 
@@ -155,41 +163,26 @@ class _Assembly:
     """Everything a session is built from, collected before the AgentSession."""
 
     tools: list[AgentTool] = attrs.Factory(list)
+    #: The built-in tools, ahead of ``tools`` (the session's declaration order).
+    builtins: list[AgentTool] = attrs.Factory(list)
+    settings: BuiltinSettings = attrs.Factory(
+        lambda: BuiltinSettings(file_tools=False, shell=False)
+    )
     owners: dict[str, str] = attrs.Factory(dict)
     prompt: list[str] = attrs.Factory(list)
     closers: list[Callable[[], Awaitable[None]]] = attrs.Factory(list)
     handled: set[str] = attrs.Factory(set)
 
-    def add(self, tool: AgentTool, source: str) -> None:
+    def add(self, tool: AgentTool, source: str, *, builtin: bool = False) -> None:
         name = check_tool(tool, source)
         if name in self.owners:
             raise NameCollision(f"tool {name!r} is provided by {self.owners[name]} and {source}")
         self.owners[name] = source
-        self.tools.append(tool)
+        (self.builtins if builtin else self.tools).append(tool)
 
-
-def _load_skill_tool(agent: Agent) -> FunctionTool:
-    skills = {skill.name: skill for skill in agent.skills}
-
-    async def load(arguments: dict[str, Any]) -> str:
-        skill = skills[arguments["name"]]
-        return f"# Skill: {skill.name}\n\n{skill.instructions}"
-
-    schema = {
-        "type": "object",
-        "properties": {
-            "name": {
-                "type": "string",
-                "enum": list(skills),
-                "description": "The skill to load.",
-            }
-        },
-        "required": ["name"],
-        "additionalProperties": False,
-    }
-    return FunctionTool(
-        "load_skill", "Load the full instructions of one skill, by name.", schema, load
-    )
+    @property
+    def all_tools(self) -> list[AgentTool]:
+        return [*self.builtins, *self.tools]
 
 
 class SessionStarter:
@@ -269,9 +262,17 @@ class SessionStarter:
                 )
                 root = temporary
             await self._integrate(agent, session_id, pathlib.Path(root), assembly)
-            builtins = self._builtins()
+            builtins = builtin_names(agent, harness)
+            # The session's one workspace: its built-in tools are bound to it and the
+            # AgentSession takes it over (closing it when the session closes). With file
+            # tools or the shell the model sees the root as /workspace, and hidden paths
+            # never leave the workspace layer.
             if builtins & {"files", "shell"}:
-                workspace = Workspace.open(root)
+                workspace = _open_workspace(
+                    root, hidden=HiddenPaths(agent.workspace_policy.hidden), view=WORKSPACE_VIEW
+                )
+            else:
+                workspace = _open_workspace(root)
             board = TaskBoard() if harness.tasks else None
             meter: BudgetMeter | None = None
             if harness.context_budget is not None or harness.usage_budget is not None:
@@ -288,11 +289,10 @@ class SessionStarter:
             if history and history[0].role == "system":
                 history = history[1:]
             builder = (
-                AgentSession.builder(client, root)
-                .include_file_tools(False)
-                .include_shell_tool(False)
-                .include_web_fetch(False)
-                .include_datetime(False)
+                AgentSession.builder(client, workspace)
+                .prepared_builtins(
+                    assembly.settings, (GatedTool(tool, hub) for tool in assembly.builtins)
+                )
                 .system_prompt("\n\n".join(s.strip() for s in assembly.prompt if s.strip()))
                 .approval_policy(agent.approver if agent.approver is not None else DenyAll())
                 .options(agent.options)
@@ -320,26 +320,12 @@ class SessionStarter:
             hub=hub,
             root=pathlib.Path(root),
             temporary=temporary,
-            workspace=workspace,
             closers=assembly.closers,
             warnings=[w for _, c in self._contributions for w in c.warnings],
             meter=meter,
         )
         self._engine._sessions.append(session)
         return session
-
-    def _builtins(self) -> set[str]:
-        agent, harness = self._agent, self._harness
-        wanted = {c.id for c in agent.capabilities if isinstance(c, BuiltinCapability)}
-        if harness.files:
-            wanted.add("files")
-        if harness.shell:
-            wanted.add("shell")
-        if harness.datetime:
-            wanted.add("datetime")
-        if harness.skills and agent.skills:
-            wanted.add("skills")
-        return wanted
 
     async def _integrate(
         self, agent: Agent, session_id: str, root: pathlib.Path, assembly: _Assembly
@@ -389,77 +375,21 @@ class SessionStarter:
     def _assemble(
         self,
         assembly: _Assembly,
-        builtins: set[str],
-        ws: Workspace | None,
+        builtins: frozenset[str],
+        ws: Workspace,
         board: TaskBoard | None,
         meter: BudgetMeter | None,
     ) -> None:
         agent, harness = self._agent, self._harness
-        policy = agent.workspace_policy
-        cap = None if harness.context_budget is None else harness.context_budget.tool_result_bytes
         assembly.prompt.append(agent.instructions)
         assembly.prompt.extend(harness.prompt_sections)
-        options = {
-            c.id: dict(c.options) for c in agent.capabilities if isinstance(c, BuiltinCapability)
-        }
-        if "shell" in builtins and not policy.write:
-            raise ShellNotAllowed(
-                f"the {harness.name} harness (or a capability) asks for the shell but the "
-                "workspace policy is read-only; select WorkspacePolicy.read_write()"
-            )
-        from emelex.tools.builtin import (
-            DateTimeTool,
-            EditFileTool,
-            FindFilesTool,
-            GrepTool,
-            ListDirectoryTool,
-            ReadFileTool,
-            ShellTool,
-            WebFetchTool,
-            WriteFileTool,
-        )
-        from emelex.tools.builtin._files import GREP_BYTES, READ_BYTES
-
-        if "files" in builtins:
-            assert ws is not None
-            hidden = HiddenPaths(policy.hidden)
-            readonly = frozenset(f.parts for f in agent.files if f.readonly)
-            # Under a context budget the latest round is never shortened, so one
-            # result must leave room for the rest of the request.
-            read_bytes = READ_BYTES if cap is None else min(READ_BYTES, cap)
-            grep_bytes = GREP_BYTES if cap is None else min(GREP_BYTES, cap)
-            kinds: list[Callable[[Workspace], AgentTool]] = [
-                functools.partial(ReadFileTool, max_bytes=read_bytes),
-                ListDirectoryTool,
-                FindFilesTool,
-                functools.partial(GrepTool, max_bytes=grep_bytes),
-            ]
-            if policy.write:
-                kinds.extend((WriteFileTool, EditFileTool))
-            for kind in kinds:
-                tool = kind(ws)
-                assembly.add(GuardedFileTool(tool, ws, hidden, readonly), "the file tools")
-            assembly.prompt.append(workspace_section(policy, shell="shell" in builtins))
-        if "shell" in builtins:
-            assert ws is not None
-            config = options.get("shell", {})
-            output_bytes = config.get("output_bytes", 64 * 1024)
-            shell = ShellTool(
-                ws,
-                timeout_seconds=config.get("timeout_seconds", 120.0),
-                output_bytes=output_bytes if cap is None else min(output_bytes, cap),
-            )
-            assembly.add(
-                GuardedShellTool(shell, recursive_delete=policy.recursive_delete), "the shell"
-            )
-        if "web_fetch" in builtins:
-            config = options["web_fetch"]
-            fetch = WebFetchTool(max_body_bytes=config.get("response_bytes", 256 * 1024))
-            assembly.add(fetch, "the web_fetch capability")
-        if "datetime" in builtins:
-            assembly.add(DateTimeTool(), "the datetime tool")
+        made = make_builtins(agent, harness, builtins, ws)
+        assembly.settings = made.settings
+        for tool, source in made.tools:
+            assembly.add(tool, source, builtin=True)
+        assembly.prompt.extend(made.prompt)
         if "skills" in builtins:
-            assembly.add(_load_skill_tool(agent), "the skills")
+            assembly.add(load_skill_tool(agent.skills), "the skills")
             assembly.prompt.append(skills_section(agent.skills))
         if board is not None:
             assembly.add(UpdateTasksTool(board), "the task tools")
@@ -486,7 +416,7 @@ class SessionStarter:
         if agent.approver is None:
             gated = sorted(
                 tool.definition.name
-                for tool in assembly.tools
+                for tool in assembly.all_tools
                 if tool_gated(tool) or tool.definition.name in ("shell", "write_file", "edit_file")
             )
             if gated:
@@ -520,7 +450,6 @@ class Session:
         hub: EventHub,
         root: pathlib.Path,
         temporary: str | None,
-        workspace: Workspace | None,
         closers: Sequence[Callable[[], Awaitable[None]]],
         warnings: Sequence[str] = (),
         meter: BudgetMeter | None = None,
@@ -532,7 +461,6 @@ class Session:
         self._hub = hub
         self.workspace_root = root
         self._temporary = temporary
-        self._workspace = workspace
         self._closers = tuple(closers)
         self.warnings: tuple[str, ...] = tuple(warnings)
         self._meter = meter
@@ -730,8 +658,6 @@ class Session:
         self._closed = True
         self._hub.close()
         with trio.CancelScope(shield=True):
-            if self._workspace is not None:
-                self._workspace.close()
             for close in reversed(self._closers):
                 await close()
             if self._temporary is not None:

@@ -6,8 +6,13 @@ can find has its own class, so applications can tell them apart without parsing 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import attrs
+
 from emelex._errors import EmelexError, LimitExceeded
 from emelex.agent import AgentError
+from emelex.model import ModelError
 
 
 class AppError(EmelexError):
@@ -86,8 +91,18 @@ class DuplicateSkill(InvalidAgent):
 
 
 class InvalidSkill(InvalidAgent):
-    """A skill name is not lowercase letters, digits and ``-``, or its description or
-    instructions are blank."""
+    """A skill name is not lowercase letters, digits and ``-``, its description or
+    instructions are blank, or one of its files has a bad path or content."""
+
+
+class SkillTooLarge(LimitExceeded, InvalidSkill):
+    """A skill's directory is over a bound: ``limit`` is ``"skill files"``, ``"skill
+    file bytes"``, ``"skill bytes"`` or ``"skill depth"`` (``maximum`` and ``actual``
+    as in :class:`~emelex.LimitExceeded`)."""
+
+    def __init__(self, limit: str, maximum: int, actual: int | None, detail: str) -> None:
+        super().__init__(limit, maximum, actual)
+        self.args = (detail,)
 
 
 class InvalidWorkspaceRoot(InvalidAgent):
@@ -183,3 +198,42 @@ class LoopAlreadyRunning(AppError, RuntimeError):
     """A synchronous entry point (``run_sync``) was called where a Trio or asyncio
     event loop already runs (a notebook cell, an ``async def``); ``await`` the async
     API there instead."""
+
+
+# -- agent packages (``docs/app/packages.md``) ------------------------------------------
+
+
+@attrs.frozen
+class PackageProblem:
+    """One thing wrong with a package: where (package-relative path, line if known),
+    a stable ``code`` and a sentence."""
+
+    path: str
+    code: str
+    message: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = self.path if self.line is None else f"{self.path}:{self.line}"
+        return f"{where}: {self.message} [{self.code}]"
+
+
+class PackageError(AppError):
+    """A package could not be loaded or exported; ``problems`` lists every reason."""
+
+    def __init__(self, message: str, problems: Sequence[PackageProblem] = ()) -> None:
+        self.problems = tuple(problems)
+        detail = "".join(f"\n  {problem}" for problem in self.problems)
+        super().__init__(message + detail)
+
+
+class InvalidPackage(PackageError, InvalidAgent):
+    """The package failed validation (see ``problems``)."""
+
+
+class MissingBinding(PackageError):
+    """``bindings`` were given but none is named like the package's model binding."""
+
+
+class UnboundModelError(ModelError):
+    """A package's model binding was not resolved when it was loaded."""

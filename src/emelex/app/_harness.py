@@ -32,10 +32,10 @@ from typing import Any
 
 import attrs
 
-from emelex.app._agent import Skill
 from emelex.app._budget import DEFAULT_CONTEXT_TOKENS, ContextBudget, UsageBudget
 from emelex.app._errors import InvalidBudget
 from emelex.app._policy import WorkspacePolicy
+from emelex.app._skill import Skill
 
 CONVERSATION_SECTION = (
     "## Conversation\n"
@@ -150,7 +150,8 @@ def workspace_section(policy: WorkspacePolicy, *, shell: bool) -> str:
     """The prompt section describing the workspace to a model with file tools."""
     lines = [
         "## Workspace",
-        "Your files live in a workspace directory; give paths relative to its root.",
+        "Your files live in the workspace directory /workspace; give paths relative to "
+        "it (notes/a.md) or below it (/workspace/notes/a.md).",
     ]
     if policy.write:
         lines.append(

@@ -34,8 +34,8 @@ import jsonschema.validators
 from emelex.agent import AgentTurn, OutputValidationError
 from emelex.app._errors import InvalidOutputType
 from emelex.model import GenerationOptions, Message, ToolChoice, Usage
-from emelex.tools._function import _conversion_error, _register_typeddict, converter
 from emelex.tools._schema import UnsupportedAnnotation, schema_for
+from emelex.tools._signature import conversion_error, converter, register_typeddict
 
 T = TypeVar("T")
 
@@ -82,7 +82,7 @@ class OutputSpec:
         if output_type is None:
             raise InvalidOutputType("output_type must be a type, not None")
         try:
-            schema = schema_for(output_type, on_typeddict=_register_typeddict)
+            schema = schema_for(output_type, on_typeddict=register_typeddict)
         except UnsupportedAnnotation as exc:
             raise InvalidOutputType(f"output_type {output_type!r} is unsupported: {exc}") from exc
         validator = jsonschema.validators.validator_for(
@@ -115,7 +115,7 @@ class OutputSpec:
         try:
             return converter.structure(data, self.output_type), None
         except Exception as exc:
-            return None, _bounded(_conversion_error(exc), MAX_OUTPUT_PROBLEM_CHARS)
+            return None, _bounded(conversion_error(exc), MAX_OUTPUT_PROBLEM_CHARS)
 
     def answer_request(self) -> str:
         return (

@@ -6,7 +6,8 @@ The policy is enforced at the tool layer, by wrappers around the built-in tools 
 * read-only (the default): ``write_file`` and ``edit_file`` are not registered at all,
   and the shell is refused (:class:`ShellNotAllowed`);
 * hidden paths: file tools refuse a ``path`` argument that is hidden, before any
-  approval is asked; listings and search results drop hidden entries;
+  approval is asked; the workspace layer leaves hidden entries out of listings and
+  searches;
 * read-only seeded files: ``write_file`` / ``edit_file`` refuse them;
 * recursive delete: unless allowed, the shell refuses ``rm -r``-style commands. This is
   a best-effort text check, not a sandbox.
@@ -23,7 +24,10 @@ import attrs
 from emelex.app._errors import InvalidPolicy
 from emelex.model import ToolDefinition
 from emelex.tools import AgentTool, ToolCancellationPolicy, ToolInvocation, ToolOutput
-from emelex.tools.workspace import Glob, PatternError, Workspace, WorkspaceError, compile_glob
+from emelex.tools.workspace import HiddenPaths, PatternError, Workspace, WorkspaceError
+
+WORKSPACE_VIEW = "/workspace"
+"""The absolute name an agent's model sees its workspace root by."""
 
 _FILE_READ_TOOLS = ("read_file", "list_directory", "find_files", "grep")
 _FILE_WRITE_TOOLS = ("write_file", "edit_file")
@@ -37,7 +41,7 @@ def _patterns(value: Iterable[str]) -> tuple[str, ...]:
         if not isinstance(pattern, str):
             raise InvalidPolicy(f"hidden paths are glob strings, got {pattern!r}")
         try:
-            compile_glob(pattern.strip("/"))
+            HiddenPaths((pattern,))
         except (PatternError, ValueError) as exc:
             raise InvalidPolicy(f"invalid hidden-path glob {pattern!r}: {exc}") from exc
     return patterns
@@ -79,41 +83,6 @@ class WorkspacePolicy:
         return attrs.evolve(self, recursive_delete=allowed)
 
 
-class HiddenPaths:
-    """Matches workspace-relative path components against hidden-path globs."""
-
-    __slots__ = ("_anywhere", "_rooted")
-
-    def __init__(self, patterns: Iterable[str]) -> None:
-        self._rooted: list[Glob] = []
-        self._anywhere: list[Glob] = []
-        for pattern in patterns:
-            text = pattern.strip("/")
-            glob = compile_glob(text)
-            anchored = pattern.startswith("/") or "/" in text
-            (self._rooted if anchored else self._anywhere).append(glob)
-
-    def __bool__(self) -> bool:
-        return bool(self._rooted or self._anywhere)
-
-    def hides(self, parts: tuple[str, ...]) -> bool:
-        """Whether the path or one of its ancestors is hidden."""
-        for glob in self._anywhere:
-            if any(glob.matches(part) for part in parts):
-                return True
-        for depth in range(1, len(parts) + 1):
-            joined = "/".join(parts[:depth])
-            if any(glob.matches(joined) for glob in self._rooted):
-                return True
-        return False
-
-    def hides_text(self, path: str) -> bool:
-        """Like :meth:`hides` for a displayed root-relative path (absolute: outside)."""
-        if not path or path.startswith("/"):
-            return False
-        return self.hides(tuple(part for part in path.split("/") if part not in ("", ".")))
-
-
 class ToolWrapper:
     """Forwards the AgentTool protocol to ``inner``."""
 
@@ -152,23 +121,22 @@ class GuardedFileTool(ToolWrapper):
 
     Refuses (without asking for approval, and without running the tool) a ``path``
     that is hidden, and for ``write_file`` / ``edit_file`` a read-only seeded file.
-    Drops hidden entries from ``list_directory``, ``find_files`` and ``grep`` output.
+    Hidden entries never reach listings and searches: the workspace layer leaves them
+    out (``Workspace.open(hidden=...)``), so the output passes through untouched.
     """
 
     def __init__(
         self,
         inner: AgentTool,
         workspace: Workspace,
-        hidden: HiddenPaths,
         readonly: frozenset[tuple[str, ...]] = frozenset(),
     ) -> None:
         super().__init__(inner)
         self._workspace = workspace
-        self._hidden = hidden
         self._readonly = readonly
         self._name = inner.definition.name
 
-    def _target(self, arguments: Mapping[str, Any]) -> tuple[str, ...] | None:
+    def refusal(self, arguments: Mapping[str, Any]) -> str | None:
         path = arguments.get("path", ".")
         if not isinstance(path, str):
             return None
@@ -176,17 +144,12 @@ class GuardedFileTool(ToolWrapper):
             target = self._workspace.classify(path)
         except WorkspaceError:
             return None  # the tool reports malformed paths itself
-        return None if target.outside else target.parts
-
-    def refusal(self, arguments: Mapping[str, Any]) -> str | None:
-        parts = self._target(arguments)
-        if parts is None:
+        if target.outside:
             return None
-        shown = "/".join(parts) or "."
-        if self._hidden.hides(parts):
-            return f"{self._name}: {shown} is hidden by the workspace policy"
-        if self._name in _FILE_WRITE_TOOLS and parts in self._readonly:
-            return f"{self._name}: {shown} is a read-only file"
+        if self._workspace.hides(target):
+            return f"{self._name}: {target.display} is hidden by the workspace policy"
+        if self._name in _FILE_WRITE_TOOLS and target.parts in self._readonly:
+            return f"{self._name}: {target.display} is a read-only file"
         return None
 
     def approval_reason(self, arguments: Mapping[str, Any]) -> str | None:
@@ -198,73 +161,7 @@ class GuardedFileTool(ToolWrapper):
         refusal = self.refusal(invocation.arguments)
         if refusal is not None:
             return ToolOutput.error(refusal)
-        output = await self._inner.invoke(invocation)
-        if not self._hidden or output.is_error:
-            return output
-        if self._name == "list_directory":
-            base = self._target(invocation.arguments) or ()
-            return self._filter(output, lambda line: self._listed_hidden(base, line), "entry")
-        if self._name == "find_files":
-            return self._filter(output, self._hidden.hides_text, "path")
-        if self._name == "grep":
-            return self._filter_grep(output)
-        return output
-
-    def _listed_hidden(self, base: tuple[str, ...], line: str) -> bool:
-        candidates = [line[:-1]] if line.endswith("/") else []
-        start = 0
-        while (index := line.find("  (", start)) >= 0:
-            candidates.append(line[:index])
-            start = index + 1
-        candidates.append(line)
-        return any(self._hidden.hides((*base, name)) for name in candidates if name)
-
-    @staticmethod
-    def _filter(output: ToolOutput, hidden: Any, what: str) -> ToolOutput:
-        lines = output.text.split("\n")
-        kept = [lines[0]]
-        dropped = 0
-        for line in lines[1:]:
-            if not line.startswith("[") and hidden(line):
-                dropped += 1
-            else:
-                kept.append(line)
-        if dropped:
-            noun = what if dropped == 1 else ("entries" if what == "entry" else what + "s")
-            kept.append(f"[{dropped} hidden {noun} not shown (workspace policy)]")
-        return ToolOutput("\n".join(kept))
-
-    _GREP_MARK = re.compile(r"([:-])\d+\1")
-
-    def _filter_grep(self, output: ToolOutput) -> ToolOutput:
-        lines = output.text.split("\n")
-        kept = [lines[0]]
-        dropped = 0
-        for line in lines[1:]:
-            if line.startswith("[") or line == "--":
-                kept.append(line)
-                continue
-            paths = [line[: m.start()] for m in self._GREP_MARK.finditer(line)]
-            if any(self._hidden.hides_text(path) for path in paths):
-                dropped += 1
-            else:
-                kept.append(line)
-        # Collapse group separators left without a group.
-        cleaned: list[str] = [kept[0]]
-        for line in kept[1:]:
-            if line == "--" and (cleaned[-1] == "--" or len(cleaned) == 1):
-                continue
-            cleaned.append(line)
-        while len(cleaned) > 1 and cleaned[-1] == "--":
-            cleaned.pop()
-        cleaned = [
-            line
-            for index, line in enumerate(cleaned)
-            if not (line == "--" and index + 1 < len(cleaned) and cleaned[index + 1][:1] == "[")
-        ]
-        if dropped:
-            cleaned.append(f"[{dropped} lines from hidden paths not shown (workspace policy)]")
-        return ToolOutput("\n".join(cleaned))
+        return await self._inner.invoke(invocation)
 
 
 # -- the shell guard ---------------------------------------------------------------------
@@ -324,6 +221,7 @@ class GuardedShellTool(ToolWrapper):
 
 
 __all__ = [
+    "WORKSPACE_VIEW",
     "GuardedFileTool",
     "GuardedShellTool",
     "HiddenPaths",

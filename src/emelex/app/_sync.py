@@ -23,19 +23,22 @@ T = TypeVar("T")
 
 
 def _refuse_inside_a_loop(what: str) -> None:
+    # asyncio first: once trio-asyncio is imported (emelex.aio), asyncio.run() itself
+    # runs on Trio, and the user is inside an asyncio loop all the same.
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise LoopAlreadyRunning(
+            f"{what} cannot run inside a running asyncio loop (a notebook cell, an async "
+            "def); await the async API there, through trio-asyncio or a worker thread"
+        )
     if trio.lowlevel.in_trio_run():
         raise LoopAlreadyRunning(
             f"{what} starts its own Trio loop and cannot run inside trio.run(); "
             "await the async API instead"
         )
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return
-    raise LoopAlreadyRunning(
-        f"{what} cannot run inside a running asyncio loop (a notebook cell, an async "
-        "def); await the async API there, through trio-asyncio or a worker thread"
-    )
 
 
 def run_sync(async_fn: Callable[..., Awaitable[T]], *args: Any) -> T:

@@ -87,6 +87,11 @@ def _parser() -> argparse.ArgumentParser:
     model_options(run)
     run.add_argument("--supervise", action="store_true", help="show the turn's actor tree")
     run.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="write the run's OpenTelemetry spans to FILE as OTLP-JSON (extra 'tracing')",
+    )
+    run.add_argument(
         "--agent",
         dest="agent_dir",
         metavar="DIR",
@@ -180,6 +185,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from emelex.cli._run import run_usage_problem
 
         problem = run_usage_problem(args.agent_dir, [args.prompt, *args.extra])
+        if problem is not None:
+            print(f"emelex run: {problem}", file=sys.stderr)
+            return 2
+    if args.command == "run" and args.trace:
+        from emelex.cli._trace import trace_problem
+
+        problem = trace_problem(args.trace)
         if problem is not None:
             print(f"emelex run: {problem}", file=sys.stderr)
             return 2

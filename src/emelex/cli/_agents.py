@@ -14,13 +14,12 @@ import sys
 import tempfile
 from typing import Any, TextIO
 
-from emelex.app._package import (
+from emelex.app import (
     PackageError,
     diff_packages,
     export_agent,
     find_packages,
-    load_agent,
-    package_info,
+    load_package,
     validate_package,
 )
 from emelex.cli._archive import archive_top, is_archive_name, write_tar_gz
@@ -95,9 +94,8 @@ def _list(directory: str, as_json: bool) -> int:
         problems = validate_package(path)
         row: dict[str, Any] = {"path": str(path), "problems": len(problems)}
         if not problems:
-            agent = load_agent(path)
-            info = package_info(agent)
-            assert info is not None
+            package = load_package(path)
+            agent, info = package.agent, package.info
             row.update(
                 name=agent.name,
                 version=info.version,
@@ -156,23 +154,23 @@ def _validate(paths: list[str], as_json: bool) -> int:
 
 def _export(source: str, dest: str) -> int:
     try:
-        agent = load_agent(source)
+        package = load_package(source)  # with its metadata (version, binding, preset)
         if is_archive_name(dest):
             if os.path.lexists(dest):
                 raise PackageError(f"export destination {dest!r} already exists")
             with tempfile.TemporaryDirectory(prefix="emelex-export-") as staging:
                 top = archive_top(dest)
-                export_agent(agent, os.path.join(staging, top))
+                export_agent(package, os.path.join(staging, top))
                 write_tar_gz(os.path.join(staging, top), dest, top)
         else:
-            export_agent(agent, dest)
+            export_agent(package, dest)
     except PackageError as exc:
         print(f"emelex agents: {safe(str(exc))}", file=sys.stderr)
         return EXIT_INVALID
     except OSError as exc:
         print(f"emelex agents: cannot export to {dest!r}: {exc}", file=sys.stderr)
         return EXIT_INVALID
-    print(safe(f"exported {agent.name} to {dest}"), file=sys.stderr)
+    print(safe(f"exported {package.agent.name} to {dest}"), file=sys.stderr)
     return EXIT_OK
 
 

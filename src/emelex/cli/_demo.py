@@ -52,7 +52,8 @@ from emelex.agent import (
     ToolStarted,
     TurnCancelled,
 )
-from emelex.cli._render import TerminalRenderer, render_tree, safe
+from emelex.cli._render import TerminalRenderer, safe
+from emelex.cli._tree import print_tree
 from emelex.model import (
     AgentModel,
     Capabilities,
@@ -302,7 +303,7 @@ def _consumer(renderer: TerminalRenderer, tree: bool) -> Any:
         if tree and isinstance(event, ModelStarted | ToolStarted):
             snapshot = Supervisor.current().snapshot().to_json_dict()
             snapshot["pid"] = os.getpid()
-            print(render_tree(snapshot), file=renderer.err, flush=True)
+            print_tree(snapshot, renderer.err)
 
     return consume
 

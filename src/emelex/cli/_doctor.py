@@ -299,15 +299,17 @@ def check_store() -> Check:
         )
     schema = int(row[0]) if row is not None and str(row[0]).isdigit() else None
     details["schema"] = schema
-    ok = schema == SCHEMA_VERSION
+    ok = schema is not None and 1 <= schema <= SCHEMA_VERSION
+    migrates = ok and schema != SCHEMA_VERSION
     return Check(
         name="store",
         ok=ok,
-        summary=f"{path} (schema {schema})",
+        summary=f"{path} (schema {schema}"
+        + (f"; migrated to {SCHEMA_VERSION} when next opened)" if migrates else ")"),
         fix=(
             ""
             if ok
-            else f"this emelex reads schema {SCHEMA_VERSION}: use the emelex that wrote it, "
+            else f"this emelex reads schemas 1 to {SCHEMA_VERSION}: use the emelex that wrote it, "
             "or move the file away"
         ),
         details=details,
@@ -315,7 +317,7 @@ def check_store() -> Check:
 
 
 def check_diagnostics_socket() -> Check:
-    from emelex.runtime._supervisor import DIAGNOSTICS_ENV
+    from emelex.runtime._diagnostics import DIAGNOSTICS_ENV
 
     value = os.environ.get(DIAGNOSTICS_ENV)
     details: dict[str, Any] = {"variable": DIAGNOSTICS_ENV, "path": value}

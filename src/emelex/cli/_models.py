@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 
 from emelex._errors import EmelexError
+from emelex.cli._progress import LoadBar
 from emelex.model import Capabilities, Client
 
 #: Gemma 3's turn format, plus tool declarations, calls and results in Hermes-style
@@ -113,10 +114,15 @@ def gemma_path() -> Path:
 
 @asynccontextmanager
 async def open_model(
-    spec: str | None, *, base_url: str | None = None, api_key: str | None = None
+    spec: str | None,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    progress: LoadBar | None = None,
 ) -> AsyncIterator[LoadedModel]:
     """Open the model a spec names; native models are loaded on their worker thread and
-    unloaded (thread joined) when the block exits."""
+    unloaded (thread joined) when the block exits. ``progress`` shows a native model's
+    loading and is closed once loading ended, whatever happened."""
     spec = spec or DEFAULT_SPEC
     kind, _, value = spec.partition(":")
     if spec == DEFAULT_SPEC:
@@ -133,7 +139,7 @@ async def open_model(
         path = value or str(gemma_path())
         template = GEMMA_TEMPLATE if not value else None
         try:
-            model = LlamaModel(path, chat_template=template)
+            model = LlamaModel(path, chat_template=template, load_progress=progress)
         except EmelexError as exc:
             raise ModelSpecError(f"cannot load {path}: {exc}") from exc
         description = (
@@ -141,8 +147,15 @@ async def open_model(
             if value
             else "Gemma 3 270M (a small base model: it proves the pipeline, not answer quality)"
         )
-        async with model:
+        try:
+            await model.__aenter__()
+        finally:
+            if progress is not None:
+                progress.close()
+        try:
             yield LoadedModel(Client(model), description, spec)
+        finally:
+            await model.aclose()
     elif kind == "openai" and value:
         url = (
             base_url

@@ -7,11 +7,13 @@ import enum
 import json
 import re
 import sys
-import unicodedata
 from collections.abc import Callable
 from typing import Any, TextIO
 
 import attrs
+from rich.console import Console
+from rich.style import Style
+from rich.text import Text
 
 from emelex._text import clip
 from emelex.agent import (
@@ -31,21 +33,23 @@ from emelex.agent import (
     TurnCompleted,
     TurnFailed,
 )
+from emelex.cli._answer import MarkdownAnswer
+from emelex.cli._progress import Bar
+from emelex.cli._safe import safe as safe  # re-exported: the CLI imports it from here
 from emelex.model import TextPart
 
-DIM = "\x1b[2m"
-BOLD = "\x1b[1m"
-RESET = "\x1b[0m"
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
+_DIM = Style(dim=True)
+_BOLD = Style(bold=True)
 
 
 def dim(text: str) -> str:
     """``text`` dimmed when stderr is a terminal (a file or pipe gets plain text)."""
-    return f"{DIM}{text}{RESET}" if sys.stderr.isatty() else text
+    return _DIM.render(text) if sys.stderr.isatty() else text
 
 
 def bold(text: str) -> str:
-    return f"{BOLD}{text}{RESET}" if sys.stderr.isatty() else text
+    return _BOLD.render(text) if sys.stderr.isatty() else text
 
 
 def event_name(event: object) -> str:
@@ -76,38 +80,13 @@ def event_json(event: AgentEvent) -> str:
     return json.dumps({"event": event_name(event), **data}, separators=(",", ":"))
 
 
-# Everything printed that a model, a file or a server wrote goes through ``safe``: a
-# terminal obeys escape sequences (set the title, clear the screen, write the clipboard
-# with OSC 52) and bidi controls reorder what the user reads. Newlines and tabs stay.
-_NOT_PLAIN = re.compile(r"[^\x20-\x7e\n\t]")
-_JOINERS = frozenset("\u200c\u200d")  # format characters that emoji and scripts need
-
-
-def _escape(match: re.Match[str]) -> str:
-    char = match.group()
-    code = ord(char)
-    if code < 0x80 or (
-        char not in _JOINERS and unicodedata.category(char) in ("Cc", "Cf", "Cs", "Zl", "Zp")
-    ):
-        if code < 0x100:
-            return f"\\x{code:02x}"
-        return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-    return char
-
-
-def safe(text: str) -> str:
-    """``text`` with every control character (C0 but newline and tab, DEL, C1), escape
-    sequence introducer and bidi/format control shown as a visible escape (``\\x1b``,
-    ``\\u202e``), so the terminal displays it instead of obeying it. Works on any
-    fragment of a stream: each character is judged alone."""
-    if not text.isascii() and text.replace("\n", "").replace("\t", "").isprintable():
-        return text  # fast path: isprintable() is False for every class escaped here
-    return _NOT_PLAIN.sub(_escape, text)
-
-
 class TerminalRenderer:
     """Streams the answer to ``out`` and everything else (dimmed) to ``err``; every text
     from the model, a tool or a server passes through :func:`safe`.
+
+    On a terminal the answer is rendered as Markdown (:class:`MarkdownAnswer`) and
+    prompt processing is a progress bar on ``err`` (when ``err`` is a terminal); to a
+    pipe or file both stay plain lines, exactly as before.
 
     ``prompted`` is given when approvals are asked on the terminal: it tells, for a call
     id, whether the prompt already showed the approval sentence (then it is not repeated
@@ -131,38 +110,65 @@ class TerminalRenderer:
         self._pending: dict[str, str] = {}
         self._in_reasoning = False
         self._answer_open = False
+        self._markdown = MarkdownAnswer(out) if out.isatty() else None
+        self._prompt_bar: Bar | None = None
+        # Styled text on a terminal; soft_wrap: rich adds no line breaks of its own.
+        self._styled = (
+            Console(file=err, highlight=False, markup=False, emoji=False, soft_wrap=True)
+            if self.color
+            else None
+        )
+
+    def _dim(self, text: str, end: str = "\n") -> None:
+        if self._styled is not None:
+            self._styled.print(Text(text, style="dim"), end=end)
+        else:
+            print(text, end=end, file=self.err, flush=True)
 
     def _note(self, text: str) -> None:
         self._close_streams()
-        dim, reset = (DIM, RESET) if self.color else ("", "")
-        print(f"{dim}{text}{reset}", file=self.err, flush=True)
+        self._dim(text)
+
+    def _end_reasoning(self) -> None:
+        if self._in_reasoning:
+            print(file=self.err, flush=True)
+            self._in_reasoning = False
+
+    def _close_bar(self) -> None:
+        if self._prompt_bar is not None:
+            self._prompt_bar.close()
+            self._prompt_bar = None
 
     def _close_streams(self) -> None:
-        if self._in_reasoning:
-            print(RESET if self.color else "", file=self.err, flush=True)
-            self._in_reasoning = False
+        self._close_bar()
+        self._end_reasoning()
         if self._answer_open:
-            print(file=self.out, flush=True)
+            if self._markdown is not None:
+                self._markdown.close()
+            else:
+                print(file=self.out, flush=True)
             self._answer_open = False
 
     def __call__(self, event: AgentEvent) -> None:
         if isinstance(event, AnswerDelta):
-            if self._in_reasoning:
-                print(RESET if self.color else "", file=self.err, flush=True)
-                self._in_reasoning = False
-            self.out.write(safe(event.text))
-            self.out.flush()
+            self._close_bar()
+            self._end_reasoning()
+            if self._markdown is not None:
+                self._markdown.feed(event.text)
+            else:
+                self.out.write(safe(event.text))
+                self.out.flush()
             self._answer_open = True
         elif isinstance(event, ReasoningDelta):
             if not self.reasoning:
                 return
-            if not self._in_reasoning:
-                self.err.write(DIM if self.color else "")
-                self._in_reasoning = True
-            self.err.write(safe(event.text))
-            self.err.flush()
+            self._close_bar()
+            self._in_reasoning = True
+            self._dim(safe(event.text), end="")
         elif isinstance(event, ModelStarted) and event.round > 1:
             self._note(f"· model round {event.round}")
+        elif isinstance(event, ModelProgress) and self.color:
+            self._progress(event)
         elif isinstance(event, ModelProgress):
             progress = event.progress
             total = f"/{progress.total}" if progress.total is not None else ""
@@ -198,6 +204,15 @@ class TerminalRenderer:
                 state = "rolled back" if event.rolled_back else "checkpointed"
                 self._note(f"turn failed ({state}): {safe(event.error)}")
                 self.failure_shown = True
+
+    def _progress(self, event: ModelProgress) -> None:
+        progress = event.progress
+        if self._prompt_bar is None:
+            self._close_streams()
+            self._prompt_bar = Bar(self.err, f"· {progress.stage}", counts=True)
+        self._prompt_bar.update(progress.completed, progress.total)
+        if progress.total is not None and progress.completed >= progress.total:
+            self._close_bar()
 
 
 def render_tree(snapshot: dict[str, Any]) -> str:

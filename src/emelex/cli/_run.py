@@ -21,17 +21,21 @@ from emelex.agent import (
     AgentError,
     AgentEvent,
     AgentSession,
-    AgentSessionBuilder,
     ApprovalPolicy,
     ModelStarted,
     ToolStarted,
     TurnCancelled,
 )
+from emelex.app import AppError, Engine, Session
 from emelex.cli._approvals import StdinLines, TerminalApprovals, policy_for
 from emelex.cli._models import LoadedModel, open_model
-from emelex.cli._render import TerminalRenderer, bold, dim, event_json, render_tree, safe
+from emelex.cli._plain import plain_agent, start_plain_session
+from emelex.cli._progress import LoadBar
+from emelex.cli._render import TerminalRenderer, bold, dim, event_json, safe
 from emelex.cli._store import open_cli_store, store_location
-from emelex.model import GenerationOptions, Message
+from emelex.cli._trace import open_traced_supervisor
+from emelex.cli._tree import print_tree
+from emelex.model import Message
 from emelex.runtime import Supervisor, open_supervisor
 from emelex.store import SessionNotFound, SqliteStore
 
@@ -87,18 +91,31 @@ def _policy(args: argparse.Namespace, lines: StdinLines | None) -> ApprovalPolic
     return policy_for(args.allow_tool or (), reads, lines)
 
 
-def _builder(
-    args: argparse.Namespace, loaded: LoadedModel, policy: ApprovalPolicy
-) -> AgentSessionBuilder:
-    builder = AgentSession.builder(loaded.client, args.workspace or os.getcwd())
-    builder.approval_policy(policy)
-    builder.options(GenerationOptions(max_tokens=args.max_tokens))
-    builder.max_rounds(getattr(args, "max_rounds", None) or DEFAULT_MAX_ROUNDS)
-    if args.no_shell:
-        builder.include_shell_tool(False)
-    if args.no_file_tools:
-        builder.include_file_tools(False)
-    return builder
+async def _start_plain(
+    engine: Engine,
+    args: argparse.Namespace,
+    loaded: LoadedModel,
+    policy: ApprovalPolicy,
+    history: tuple[Message, ...] = (),
+    session_id: str | None = None,
+) -> Session:
+    """The plain run's session, started by the Engine like every other session."""
+    agent, harness = plain_agent(
+        loaded.client,
+        args.workspace or os.getcwd(),
+        policy,
+        max_tokens=args.max_tokens,
+        shell=not args.no_shell,
+        file_tools=not args.no_file_tools,
+    )
+    return await start_plain_session(
+        engine,
+        agent,
+        harness,
+        max_rounds=getattr(args, "max_rounds", None) or DEFAULT_MAX_ROUNDS,
+        history=history,
+        session_id=session_id,
+    )
 
 
 class _Consumer:
@@ -126,7 +143,7 @@ class _Consumer:
         if self.tree and isinstance(event, ModelStarted | ToolStarted):
             tree = Supervisor.current().snapshot().to_json_dict()
             tree["pid"] = os.getpid()
-            print(render_tree(tree), file=sys.stderr, flush=True)
+            print_tree(tree, sys.stderr)
 
 
 def _failure(consume: _Consumer, exc: BaseException) -> None:
@@ -193,14 +210,11 @@ async def _run_package(
     """One turn of an agent package through the Engine (its preset, policy and skills),
     events consumed concurrently from the session's bounded stream. ``--workspace``
     binds the session to that directory instead of the package's private workspace."""
-    from emelex.app import Engine, McpIntegration, PluginIntegration
-    from emelex.app._package import load_agent, package_harness, package_info
+    from emelex.app import Engine, McpIntegration, PluginIntegration, load_package
 
-    probe = load_agent(args.agent_dir)
-    info = package_info(probe)
-    binding = info.binding if info is not None else "default"
-    agent = load_agent(args.agent_dir, bindings={binding: loaded.client}, approver=policy)
-    harness = package_harness(agent)
+    binding = load_package(args.agent_dir).info.binding
+    package = load_package(args.agent_dir, bindings={binding: loaded.client}, approver=policy)
+    agent, harness = package.agent, package.harness()
     if args.workspace:
         agent = _bind_workspace(agent, args.workspace)
     consume = _Consumer(args, policy)
@@ -243,15 +257,14 @@ async def _run_package(
 
 async def run_command(args: argparse.Namespace) -> int:
     lines = StdinLines() if sys.stdin.isatty() and not args.json else None
-    async with open_supervisor("emelex run"):
+    async with open_traced_supervisor("emelex run", args.trace):
         if not args.json:
             print(dim(f"loading {safe(args.model or 'the default model')}…"), file=sys.stderr)
-        async with open_model(args.model, base_url=args.base_url) as loaded:
+        bar = None if args.json else LoadBar(sys.stderr, "weights")
+        async with open_model(args.model, base_url=args.base_url, progress=bar) as loaded:
             if not args.json:
                 print(dim(f"model: {safe(loaded.description)}"), file=sys.stderr)
             if getattr(args, "agent_dir", None):
-                from emelex.app import AppError
-
                 try:
                     if lines is not None:
                         async with lines:
@@ -263,17 +276,19 @@ async def run_command(args: argparse.Namespace) -> int:
                     )
                     return EXIT_CONFIG
             policy = _policy(args, lines)
-            try:
-                session = _builder(args, loaded, policy).build()
-            except AgentError as exc:
-                print(f"emelex: cannot start the session: {safe(str(exc))}", file=sys.stderr)
-                return EXIT_CONFIG
-            with session:
-                if lines is not None:
-                    async with lines:
-                        code, _ = await _one_turn(session, args.prompt, _Consumer(args, policy))
-                else:
-                    code, _ = await _one_turn(session, args.prompt, _Consumer(args, policy))
+            async with Engine() as engine:
+                try:
+                    session = await _start_plain(engine, args, loaded, policy)
+                except (AgentError, AppError) as exc:
+                    print(f"emelex: cannot start the session: {safe(str(exc))}", file=sys.stderr)
+                    return EXIT_CONFIG
+                async with session:
+                    turns = session.agent_session
+                    if lines is not None:
+                        async with lines:
+                            code, _ = await _one_turn(turns, args.prompt, _Consumer(args, policy))
+                    else:
+                        code, _ = await _one_turn(turns, args.prompt, _Consumer(args, policy))
     return code
 
 
@@ -317,7 +332,7 @@ async def chat_command(args: argparse.Namespace) -> int:
     async with open_supervisor("emelex chat"), open_cli_store(args.store, create=True) as store:
         assert store is not None  # create=True always opens one
         history: tuple[Message, ...] = ()
-        config: dict[str, object] = {}
+        stored_authority: str | None = None
         if args.resume:
             try:
                 stored = await store.load_session(args.resume)
@@ -325,43 +340,66 @@ async def chat_command(args: argparse.Namespace) -> int:
                 print(f"emelex: no stored session {safe(args.resume)}", file=sys.stderr)
                 return EXIT_CONFIG
             history = stored.messages
-            config = stored.config
-            settings = _resume_settings(args, config)
+            stored_authority = stored.authority
+            settings = _resume_settings(args, stored.config)
             print(f"emelex: resuming {safe(args.resume)}, {settings}", file=sys.stderr)
         session_id = args.resume or new_id()
-        async with open_model(args.model, base_url=args.base_url) as loaded:
+        bar = LoadBar(sys.stderr, "weights")
+        async with open_model(args.model, base_url=args.base_url, progress=bar) as loaded:
             print(dim(f"model: {safe(loaded.description)}"), file=sys.stderr)
             lines = StdinLines()
             async with lines:
                 policy = _policy(args, lines if sys.stdin.isatty() else None)
-                builder = _builder(args, loaded, policy).history(history).session_id(session_id)
-                try:
-                    snapshot = builder.authority_snapshot()
-                except AgentError as exc:
-                    print(f"emelex: cannot start the session: {safe(str(exc))}", file=sys.stderr)
-                    return EXIT_CONFIG
-                if args.resume:
-                    if snapshot.to_json() != stored.authority:
-                        changed = ", ".join(_drift(stored.authority, snapshot.to_json()))
+                async with Engine() as engine:
+                    try:
+                        session = await _start_plain(
+                            engine, args, loaded, policy, history, session_id
+                        )
+                    except (AgentError, AppError) as exc:
                         print(
-                            f"emelex: refusing to resume {safe(session_id)}: its authority "
-                            f"drifted ({safe(changed)} changed since it was stored). Start a "
-                            "new chat, or "
-                            "restore the original workspace and tools.",
+                            f"emelex: cannot start the session: {safe(str(exc))}",
                             file=sys.stderr,
                         )
                         return EXIT_CONFIG
-                else:
-                    config = {
-                        "model": loaded.spec,
-                        "workspace": snapshot.workspace.path,
-                        "no_shell": bool(args.no_shell),
-                        "no_file_tools": bool(args.no_file_tools),
-                    }
-                    await store.create_session(session_id, snapshot.to_json(), config)
-                print(dim(f"session {safe(session_id)} (/exit to leave)"), file=sys.stderr)
-                with builder.build() as session:
-                    return await _chat_loop(session, store, session_id, lines, args, policy)
+                    async with session:
+                        return await _chat_session(
+                            session, store, stored_authority, args, loaded, lines, policy
+                        )
+
+
+async def _chat_session(
+    session: Session,
+    store: SqliteStore,
+    stored_authority: str | None,
+    args: argparse.Namespace,
+    loaded: LoadedModel,
+    lines: StdinLines,
+    policy: ApprovalPolicy,
+) -> int:
+    """Check a resumed chat's authority (or store a new chat), then chat."""
+    session_id = session.session_id
+    snapshot = session.agent_session.authority_snapshot
+    if stored_authority is not None:
+        if snapshot.to_json() != stored_authority:
+            changed = ", ".join(_drift(stored_authority, snapshot.to_json()))
+            print(
+                f"emelex: refusing to resume {safe(session_id)}: its authority "
+                f"drifted ({safe(changed)} changed since it was stored). Start a "
+                "new chat, or "
+                "restore the original workspace and tools.",
+                file=sys.stderr,
+            )
+            return EXIT_CONFIG
+    else:
+        config = {
+            "model": loaded.spec,
+            "workspace": snapshot.workspace.path,
+            "no_shell": bool(args.no_shell),
+            "no_file_tools": bool(args.no_file_tools),
+        }
+        await store.create_session(session_id, snapshot.to_json(), config)
+    print(dim(f"session {safe(session_id)} (/exit to leave)"), file=sys.stderr)
+    return await _chat_loop(session.agent_session, store, session_id, lines, args, policy)
 
 
 async def _read_or_interrupt(lines: StdinLines) -> tuple[str | None, bool]:

@@ -27,7 +27,8 @@ from typing import Any
 import trio
 
 from emelex.cli._render import render_tree, safe
-from emelex.runtime._supervisor import DIAGNOSTICS_ENV
+from emelex.cli._tree import LiveTree, tree_lines
+from emelex.runtime._diagnostics import DIAGNOSTICS_ENV
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -51,28 +52,34 @@ async def fetch_snapshot(path: str) -> dict[str, Any]:
     except OSError as exc:
         raise Unreachable(f"cannot connect to {path}: {exc}") from exc
     async with stream:
-        await stream.send_all(b"snapshot\n")
         data = b""
-        while not data.endswith(b"\n"):
-            chunk = await stream.receive_some(65536)
-            if not chunk:
-                raise Unreachable(f"{path} closed the connection")
-            data += chunk
-            if len(data) > MAX_RESPONSE_BYTES:
-                raise Unreachable(f"{path} sent more than {MAX_RESPONSE_BYTES} bytes")
-    answer: dict[str, Any] = json.loads(data)
+        try:
+            await stream.send_all(b"snapshot\n")
+            while not data.endswith(b"\n"):
+                chunk = await stream.receive_some(65536)
+                if not chunk:
+                    raise Unreachable(f"{path} closed the connection")
+                data += chunk
+                if len(data) > MAX_RESPONSE_BYTES:
+                    raise Unreachable(f"{path} sent more than {MAX_RESPONSE_BYTES} bytes")
+        except trio.BrokenResourceError as exc:  # the process went away mid-answer
+            raise Unreachable(f"{path}: {exc}") from exc
+    try:
+        answer: dict[str, Any] = json.loads(data)
+    except ValueError as exc:
+        raise Unreachable(f"{path} sent something that is not JSON: {exc}") from exc
     if "error" in answer:
         raise Unreachable(f"{path}: {answer['error']}")
     return answer
 
 
-def _show(snapshot: dict[str, Any], as_json: bool, clear: bool) -> None:
+def _show(snapshot: dict[str, Any], as_json: bool, live: LiveTree | None) -> None:
     if as_json:
         print(json.dumps(snapshot), flush=True)
-        return
-    if clear:
-        print("\x1b[2J\x1b[H", end="")
-    print(render_tree(snapshot), flush=True)
+    elif live is not None:
+        live.show(snapshot)
+    else:
+        print(render_tree(snapshot), flush=True)
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -151,28 +158,31 @@ class SplitScreen:
     async def reserve_again(self) -> None:
         await self.write(b"\x1b7\x1b[r\x1b8" + self._reserve())
 
-    def _frame(self, text: str) -> bytes:
-        lines = text.splitlines()
+    def _frame(self, snapshot: dict[str, Any]) -> bytes:
+        # rich styles the tree and crops each row to the width (wide characters
+        # included); the rows are placed here, in the region below the program.
+        lines = tree_lines(snapshot, self.columns)
         room = self.tree_rows
         if len(lines) > room:
             hidden = len(lines) - room + 1
-            lines = [*lines[: room - 1], f"… {hidden} more lines (a taller terminal shows them)"]
+            more = f"… {hidden} more lines (a taller terminal shows them)"
+            lines = [*lines[: room - 1], more[: self.columns]]
         out = ["\x1b7"]
         top = self.program_rows + 1
         for index in range(room):
             line = lines[index] if index < len(lines) else ""
-            out.append(f"\x1b[{top + index};1H\x1b[2K{line[: self.columns]}")
+            out.append(f"\x1b[{top + index};1H\x1b[2K{line}")
         out.append("\x1b8")
         return "".join(out).encode("utf-8", "replace")
 
-    async def draw(self, text: str) -> None:
+    async def draw(self, snapshot: dict[str, Any]) -> None:
         if self.tree_rows:
-            await self.write(self._frame(text))
+            await self.write(self._frame(snapshot))
 
-    async def close(self, text: str | None) -> None:
+    async def close(self, snapshot: dict[str, Any] | None) -> None:
         """Draw the last tree, give the whole screen back and leave the cursor below it."""
-        if text is not None:
-            await self.draw(text)
+        if snapshot is not None:
+            await self.draw(snapshot)
         await self.write(b"\x1b7\x1b[r\x1b8" + f"\x1b[{self.rows};1H\n".encode())
 
 
@@ -202,9 +212,9 @@ async def _ignore_interrupts(process: trio.Process, *, task_status: trio.TaskSta
                 process.terminate()
 
 
-async def _tree_text(path: str) -> str | None:
+async def _snapshot(path: str) -> dict[str, Any] | None:
     try:
-        return render_tree(await fetch_snapshot(path))
+        return await fetch_snapshot(path)
     except Unreachable:
         return None
 
@@ -237,7 +247,7 @@ async def _split(args: argparse.Namespace, env: dict[str, str], path: str) -> in
         fcntl.ioctl(slave, termios.TIOCSWINSZ, screen.window_size())
         sys.stdout.flush()
         await screen.open()
-        last: str | None = None
+        last: dict[str, Any] | None = None
         try:
             last = await _run_split(args, env, path, screen, master, slave)
         finally:
@@ -261,9 +271,9 @@ async def _run_split(
     screen: SplitScreen,
     master: int,
     slave: int,
-) -> str | None:
+) -> dict[str, Any] | None:
     """Run the program on a pty whose output is relayed to the top region, redrawing the
-    tree below it until the program exits; return the last tree drawn."""
+    tree below it until the program exits; return the last snapshot drawn."""
     start = functools.partial(
         trio.run_process,
         args.program,
@@ -273,7 +283,7 @@ async def _run_split(
         stdout=slave,
         stderr=slave,
     )
-    last: str | None = None
+    last: dict[str, Any] | None = None
     async with trio.open_nursery() as nursery:
         try:
             process: trio.Process = await nursery.start(start)
@@ -294,10 +304,10 @@ async def _run_split(
                 if screen.resized():
                     fcntl.ioctl(master, termios.TIOCSWINSZ, screen.window_size())
                     await screen.reserve_again()
-                text = await _tree_text(path)
-                if text is not None:
-                    last = text
-                    await screen.draw(text)
+                snapshot = await _snapshot(path)
+                if snapshot is not None:
+                    last = snapshot
+                    await screen.draw(snapshot)
                 with trio.move_on_after(args.interval):
                     await process.wait()
         await process.wait()
@@ -313,8 +323,9 @@ async def _to_file(args: argparse.Namespace, path: str, process: trio.Process) -
     async with await trio.open_file(args.tree_file, "a", encoding="utf-8") as out:
         tty = await trio.to_thread.run_sync(out.wrapped.isatty)
         while process.returncode is None:
-            text = await _tree_text(path)
-            if text is not None:
+            snapshot = await _snapshot(path)
+            if snapshot is not None:
+                text = render_tree(snapshot)
                 await out.write(("\x1b[2J\x1b[H" if tty else "") + text + "\n\n")
                 await out.flush()
             with trio.move_on_after(args.interval):
@@ -323,22 +334,29 @@ async def _to_file(args: argparse.Namespace, path: str, process: trio.Process) -
 
 
 async def _watch(path: str, args: argparse.Namespace, process: trio.Process | None) -> int:
-    # Clearing is only safe when nothing else writes to this terminal.
-    clear = sys.stdout.isatty() and not args.once and process is None
-    while True:
-        try:
-            _show(await fetch_snapshot(path), args.json, clear)
-        except Unreachable as exc:
-            if process is None or (process.returncode is None and args.once):
-                print(f"emelex: {safe(str(exc))}", file=sys.stderr)
-                return EXIT_UNREACHABLE
-        if args.once:
-            return EXIT_OK
-        with trio.move_on_after(args.interval):
-            if process is not None:
-                await process.wait()
-        if process is not None and process.returncode is not None:
-            return process.returncode
+    # Redrawing in place is only safe when nothing else writes to this terminal.
+    redraw = sys.stdout.isatty() and not args.once and not args.json and process is None
+    live = LiveTree(sys.stdout) if redraw else None
+    try:
+        while True:
+            try:
+                _show(await fetch_snapshot(path), args.json, live)
+            except Unreachable as exc:
+                if process is None or (process.returncode is None and args.once):
+                    if live is not None:
+                        live.close()
+                    print(f"emelex: {safe(str(exc))}", file=sys.stderr)
+                    return EXIT_UNREACHABLE
+            if args.once:
+                return EXIT_OK
+            with trio.move_on_after(args.interval):
+                if process is not None:
+                    await process.wait()
+            if process is not None and process.returncode is not None:
+                return process.returncode
+    finally:
+        if live is not None:
+            live.close()
 
 
 def _layout(args: argparse.Namespace) -> str:

@@ -141,7 +141,7 @@ from emelex.contracts._watch import (
     WatchRequest,
     WatchUpdate,
 )
-from emelex.contracts._wire import WIRE_CLASSES, WIRE_UNIONS
+from emelex.contracts._wire import WIRE_CLASSES, WIRE_UNIONS, trusted
 from emelex.contracts._workhub import (
     AgentWorker,
     ForkWorker,
@@ -283,4 +283,5 @@ __all__ = [
     "schema_for",
     "simple_casefold",
     "to_wire",
+    "trusted",
 ]

@@ -273,6 +273,19 @@ def ordered_wire(cls: type[T]) -> type[T]:
     return _make(cls, order=True)
 
 
+def trusted(cls: type[T], **values: Any) -> T:
+    """An instance of the wire class ``cls`` built **without** the construction checks.
+
+    Only for values the caller derived from data it already checked (the Host building
+    history rows from its own store, say): the checks cost more than the rest of a read.
+    Never for input from a client or a peer; use the constructor or ``from_wire``.
+    """
+    instance = object.__new__(cls)
+    for name, value in values.items():
+        object.__setattr__(instance, name, value)
+    return instance
+
+
 def _make(cls: type[T], *, order: bool) -> type[T]:
     own_check = cls.__dict__.get("__attrs_post_init__")
 

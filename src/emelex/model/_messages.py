@@ -140,11 +140,21 @@ class ToolCall:
     the already parsed JSON object; it is stored as given (a non-dict mapping is copied
     into a dict) and should be treated as read-only. Because it is a dict, a ``ToolCall``
     compares by value but is not hashable.
+
+    ``arguments_error`` is set by a model adapter when the provider's arguments could
+    not be parsed into an object: ``arguments`` is then ``{}`` and this says why. The
+    agent harness answers such a call with a correction for the model and commits it
+    with ``{}`` (never with this field).
     """
 
     id: str = attrs.field(validator=_nonempty_str("ToolCall.id"))
     name: str = attrs.field(validator=_nonempty_str("ToolCall.name"))
     arguments: dict[str, Any] = attrs.field(converter=_to_arguments)
+    arguments_error: str | None = attrs.field(
+        default=None,
+        kw_only=True,
+        validator=attrs.validators.optional(_nonempty_str("ToolCall.arguments_error")),
+    )
 
 
 def _to_content(value: str | Sequence[Part | str]) -> tuple[Part, ...]:

@@ -8,7 +8,9 @@ subtree is empty and raises :class:`DetachedWorkError` otherwise.
 """
 
 from emelex.runtime._actor import Actor, ActorInfo, ActorKind, ActorState, ActorTree
+from emelex.runtime._call import ActorCall, ActorDropped, CancellationPolicy
 from emelex.runtime._cancellation import AgentCancellation
+from emelex.runtime._context import CURRENT, ActorContext, current_actor
 from emelex.runtime._diagnostics import serve_diagnostics
 from emelex.runtime._errors import (
     ActorError,
@@ -21,18 +23,8 @@ from emelex.runtime._errors import (
     WorkerJobAborted,
 )
 from emelex.runtime._mailbox import MAX_MAILBOX_CAPACITY, Mailbox, MailboxStatistics
-from emelex.runtime._supervisor import (
-    CURRENT,
-    ActorCall,
-    ActorContext,
-    ActorDropped,
-    ActorHandle,
-    ActorNursery,
-    CancellationPolicy,
-    Supervisor,
-    current_actor,
-    open_supervisor,
-)
+from emelex.runtime._nursery import ActorHandle, ActorNursery
+from emelex.runtime._supervisor import Supervisor, open_supervisor
 from emelex.runtime._threads import DedicatedWorker, WorkerJob, open_dedicated_worker, run_in_worker
 
 __all__ = [

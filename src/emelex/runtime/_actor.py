@@ -13,6 +13,7 @@ from emelex.runtime._mailbox import MailboxStatistics
 
 if TYPE_CHECKING:
     import trio
+    from opentelemetry.trace import Span
 
     from emelex.runtime._mailbox import Mailbox
 
@@ -62,6 +63,7 @@ class Actor:
         "mailbox",
         "name",
         "parent",
+        "span",
         "started_at",
         "state",
         "thread",
@@ -82,6 +84,8 @@ class Actor:
         self.thread: threading.Thread | None = None
         self.cancel_scope: trio.CancelScope | None = None
         self.cancel_requested = False
+        # The actor's OpenTelemetry span, only while a tracer provider is configured.
+        self.span: Span | None = None
 
     def describe(self) -> str:
         text = f"{self.kind} {self.name!r} (#{self.id}, {self.state.value}"

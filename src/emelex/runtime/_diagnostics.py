@@ -14,11 +14,16 @@ import json
 import os
 import socket as stdlib_socket
 import stat
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
-from emelex.runtime._supervisor import Supervisor
+from emelex.runtime._actor import ActorKind
+from emelex.runtime._context import ActorContext
+
+if TYPE_CHECKING:
+    from emelex.runtime._nursery import ActorHandle
+    from emelex.runtime._supervisor import Supervisor
 
 MAX_REQUEST_BYTES = 256
 PROTOCOL_VERSION = 1
@@ -108,3 +113,26 @@ async def serve_diagnostics(
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path_text)
+
+
+#: Set to a socket path to make the first supervisor of a process serve diagnostics there
+#: (``emelex supervise -- PROGRAM`` sets it for the program it starts).
+DIAGNOSTICS_ENV = "EMELEX_DIAGNOSTICS_SOCKET"
+_env_diagnostics_claimed = False
+
+
+async def start_env_diagnostics(supervisor: Supervisor) -> ActorHandle | None:
+    """Serve ``supervisor`` on the socket named by :data:`DIAGNOSTICS_ENV`, as a service
+    actor, if this is the first supervisor of the process to ask (None otherwise)."""
+    global _env_diagnostics_claimed
+    path = os.environ.get(DIAGNOSTICS_ENV)
+    if not path or _env_diagnostics_claimed:
+        return None
+    _env_diagnostics_claimed = True
+
+    async def serve(ctx: ActorContext) -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(serve_diagnostics, supervisor, path)
+            ctx.started()
+
+    return await supervisor.actors.start(serve, kind=ActorKind.SERVICE, name="diagnostics")

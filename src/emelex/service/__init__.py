@@ -1,6 +1,62 @@
 """The agent service: the persisted Host that clients drive through the wire contracts.
 
-:mod:`emelex.service.search` holds the pure search matcher the Host uses. Keep this
-module free of eager engine imports: ``emelex.service.search`` must stay importable
-without Trio (``tests/service/test_search_module.py`` checks it).
+:class:`Host` owns the store and the engine; every mutation carries an operation reference
+and returns a durable receipt. :mod:`emelex.service.search` holds the pure search matcher
+the Host uses. Keep this module free of eager engine imports: ``emelex.service.search``
+must stay importable without Trio (``tests/service/test_search_module.py`` checks it), so
+the Host's names load on first use.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from emelex.service._errors import (
+        HostClosed,
+        InteractionSettled,
+        OperationConflict,
+        QueueFull,
+        ServiceError,
+        UnknownAgent,
+        UnknownInteraction,
+        UnknownInvocation,
+        UnknownSession,
+    )
+    from emelex.service._host import Host
+
+_LAZY = {
+    "Host": "emelex.service._host",
+    "HostClosed": "emelex.service._errors",
+    "InteractionSettled": "emelex.service._errors",
+    "OperationConflict": "emelex.service._errors",
+    "QueueFull": "emelex.service._errors",
+    "ServiceError": "emelex.service._errors",
+    "UnknownAgent": "emelex.service._errors",
+    "UnknownInteraction": "emelex.service._errors",
+    "UnknownInvocation": "emelex.service._errors",
+    "UnknownSession": "emelex.service._errors",
+}
+
+__all__ = [
+    "Host",
+    "HostClosed",
+    "InteractionSettled",
+    "OperationConflict",
+    "QueueFull",
+    "ServiceError",
+    "UnknownAgent",
+    "UnknownInteraction",
+    "UnknownInvocation",
+    "UnknownSession",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'emelex.service' has no attribute {name!r}")

@@ -1,8 +1,28 @@
-"""Durable history: an embedded SQLite store (one transaction per committed turn)."""
+"""Durable history: an embedded SQLite store holding each session's append-only event log,
+the history rows its events publish, and operation receipts (one transaction per turn)."""
 
-from emelex.store._errors import SessionExists, SessionNotFound, StoreCorrupt, StoreError
+from emelex.store._errors import (
+    OperationConflict,
+    SessionExists,
+    SessionNotFound,
+    StoreCorrupt,
+    StoreError,
+)
+from emelex.store._log import (
+    AppendResult,
+    NewEvent,
+    OperationRecord,
+    Position,
+    RowFields,
+    RowPage,
+    StoredCall,
+    StoredEvent,
+    StoredRow,
+    turn_events,
+)
+from emelex.store._schema import SCHEMA_VERSION
 from emelex.store._sqlite import (
-    SCHEMA_VERSION,
+    MAX_PAGE_ROWS,
     SessionSummary,
     SqliteStore,
     StoredSession,
@@ -10,13 +30,25 @@ from emelex.store._sqlite import (
 )
 
 __all__ = [
+    "MAX_PAGE_ROWS",
     "SCHEMA_VERSION",
+    "AppendResult",
+    "NewEvent",
+    "OperationConflict",
+    "OperationRecord",
+    "Position",
+    "RowFields",
+    "RowPage",
     "SessionExists",
     "SessionNotFound",
     "SessionSummary",
     "SqliteStore",
     "StoreCorrupt",
     "StoreError",
+    "StoredCall",
+    "StoredEvent",
+    "StoredRow",
     "StoredSession",
     "open_sqlite_store",
+    "turn_events",
 ]

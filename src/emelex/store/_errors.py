@@ -42,3 +42,16 @@ class StoreCorrupt(StoreError):
         self.path = path
         self.session_id = session_id
         self.field = field
+
+
+class OperationConflict(StoreError):
+    """An operation reference was used again for a different request: a retry must
+    repeat the original request exactly (its receipt is then returned)."""
+
+    def __init__(self, session_id: str, reference: str) -> None:
+        super().__init__(
+            f"operation {reference!r} of session {session_id} was already used"
+            " for a different request"
+        )
+        self.session_id = session_id
+        self.reference = reference

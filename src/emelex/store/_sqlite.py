@@ -1,9 +1,11 @@
-"""The embedded SQLite store: sessions, their authority snapshots, committed turns.
+"""The embedded SQLite store: sessions, their authority snapshots, and each session's
+append-only event log with the history rows its events publish.
 
-One dedicated worker thread owns the connection (SQLite objects must stay on one
-thread); every write of a turn is one transaction, so a stored session always holds
-whole turns. Messages are stored in emelex's versioned JSON form. Every value read back
-is checked (SQLite columns take any type, and people edit stores by hand): a bad one is a
+One writer thread owns the writing connection and reader threads own one connection
+each (SQLite objects must stay on their thread; WAL lets readers run beside the writer).
+Every write of a turn is one transaction, so a stored session always holds whole turns.
+Messages are stored in emelex's versioned JSON form. Every value read back is checked
+(SQLite columns take any type, and people edit stores by hand): a bad one is a
 :class:`StoreCorrupt` naming the session and field. The file is created 0600 (its -wal
 and -shm follow), and a looser file is reported on open.
 """
@@ -14,7 +16,7 @@ import json
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import attrs
@@ -23,31 +25,34 @@ from emelex._errors import SerializationError
 from emelex._text import clip
 from emelex.model import Message, from_json, to_json
 from emelex.runtime import DedicatedWorker, WorkerJob, open_dedicated_worker
-from emelex.store._errors import SessionExists, SessionNotFound, StoreCorrupt, StoreError
-from emelex.store._permissions import create_private_file, warn_if_looser
+from emelex.store._errors import (
+    OperationConflict,
+    SessionExists,
+    SessionNotFound,
+    StoreCorrupt,
+    StoreError,
+)
+from emelex.store._log import (
+    TURN_SETTLED,
+    AppendResult,
+    NewEvent,
+    OperationRecord,
+    Outcome,
+    Position,
+    RowFields,
+    RowPage,
+    StoredCall,
+    StoredEvent,
+    StoredRow,
+    ToolNames,
+    turn_events,
+)
+from emelex.store._schema import INSERT_EVENT, connect, insert_row
 
-SCHEMA_VERSION = 1
 TITLE_CHARACTERS = 200
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS sessions (
-    id TEXT PRIMARY KEY,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    authority TEXT NOT NULL,
-    config TEXT NOT NULL,
-    turns INTEGER NOT NULL DEFAULT 0,
-    title TEXT NOT NULL DEFAULT ''
-);
-CREATE TABLE IF NOT EXISTS messages (
-    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-    seq INTEGER NOT NULL,
-    turn_id TEXT NOT NULL,
-    body TEXT NOT NULL,
-    PRIMARY KEY (session_id, seq)
-);
-"""
+#: The most rows (or events) one read returns.
+MAX_PAGE_ROWS = 1000
+MAX_READERS = 16
 
 
 @attrs.frozen
@@ -83,48 +88,6 @@ def _map_sqlite(exc: sqlite3.Error, path: str, session_id: str | None = None) ->
     if code is not None and code & 0xFF in _CORRUPT_CODES:
         return StoreCorrupt(str(exc), path=path, session_id=session_id)
     return StoreError(f"store {path}: {exc}")
-
-
-def _connect(path: str) -> sqlite3.Connection:
-    try:
-        create_private_file(path)
-    except OSError as exc:
-        raise StoreError(f"cannot open store {path}: {exc.strerror or exc}") from exc
-    try:
-        # SQLite only says "unable to open database file": ask the system why first.
-        with open(path, "rb+"):
-            pass
-    except OSError as exc:
-        raise StoreError(f"cannot open store {path}: {exc.strerror or exc}") from exc
-    warn_if_looser(path)
-    try:
-        connection = sqlite3.connect(path, isolation_level=None, check_same_thread=True)
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot open store {path}: {exc}") from exc
-    try:
-        connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute("PRAGMA synchronous=NORMAL")
-        connection.execute("PRAGMA foreign_keys=ON")
-        connection.executescript(_SCHEMA)
-        row = connection.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-        if row is None:
-            connection.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-        elif not isinstance(row[0], str) or not row[0].isdigit():
-            raise StoreCorrupt(
-                f"schema version {clip(repr(row[0]), 60)} is not a number",
-                path=path,
-                field="meta.schema",
-            )
-        elif int(row[0]) != SCHEMA_VERSION:
-            raise StoreError(
-                f"store {path}: unsupported store schema {row[0]} (expected {SCHEMA_VERSION})"
-            )
-    except BaseException as exc:
-        connection.close()
-        if isinstance(exc, sqlite3.Error):
-            raise _map_sqlite(exc, path) from exc
-        raise
-    return connection
 
 
 def _text(value: object, path: str, session_id: str, field: str) -> str:
@@ -178,6 +141,18 @@ def _json_object(value: object, path: str, session_id: str, field: str) -> dict[
     return data
 
 
+def _calls(value: object, path: str, session_id: str, field: str) -> tuple[StoredCall, ...]:
+    if value is None:
+        return ()
+    try:
+        data = json.loads(_text(value, path, session_id, field))
+        return tuple(StoredCall(id=str(c[0]), name=str(c[1]), arguments=dict(c[2])) for c in data)
+    except (ValueError, TypeError, IndexError, KeyError, RecursionError) as exc:
+        raise StoreCorrupt(
+            f"not a list of calls ({exc})", path=path, session_id=session_id, field=field
+        ) from exc
+
+
 def _title(messages: Sequence[Message]) -> str:
     for message in messages:
         if message.role == "user":
@@ -187,15 +162,24 @@ def _title(messages: Sequence[Message]) -> str:
 
 
 class SqliteStore:
-    """Durable sessions in one SQLite file. Create with :func:`open_sqlite_store`.
+    """Durable sessions in one SQLite file: an append-only event log per session, history
+    rows derived from it, and operation receipts. Create with :func:`open_sqlite_store`.
 
-    Every method is async, checkpoints, and runs on the store's worker thread; a
-    cancelled call waits until its statement has finished (a transaction is never
-    left half-applied).
+    One writer thread applies every change (a turn's events, rows and receipt are one
+    transaction); reader threads serve reads concurrently (WAL). Every method is async,
+    checkpoints, and runs on one of those threads; a cancelled call waits until its
+    statement has finished (a transaction is never left half-applied).
     """
 
-    def __init__(self, worker: DedicatedWorker[sqlite3.Connection], path: str) -> None:
+    def __init__(
+        self,
+        worker: DedicatedWorker[sqlite3.Connection],
+        path: str,
+        readers: Sequence[DedicatedWorker[sqlite3.Connection]] = (),
+    ) -> None:
         self._worker = worker
+        self._readers = tuple(readers) or (worker,)
+        self._next_reader = 0
         self.path = path
 
     async def _run(self, fn: Any, session_id: str | None = None) -> Any:
@@ -204,86 +188,389 @@ class SqliteStore:
         except sqlite3.Error as exc:
             raise _map_sqlite(exc, self.path, session_id) from exc
 
+    async def _read(self, fn: Any, session_id: str | None = None) -> Any:
+        reader = self._readers[self._next_reader % len(self._readers)]
+        self._next_reader += 1
+        try:
+            return await reader.run(fn)
+        except sqlite3.Error as exc:
+            raise _map_sqlite(exc, self.path, session_id) from exc
+
+    # -- sessions ---------------------------------------------------------------------------
     async def create_session(
-        self, session_id: str, authority_json: str, config: dict[str, Any] | None = None
-    ) -> None:
-        def create(job: WorkerJob[sqlite3.Connection, None]) -> None:
+        self,
+        session_id: str,
+        authority_json: str,
+        config: dict[str, Any] | None = None,
+        *,
+        events: Sequence[NewEvent] = (),
+        operation: OperationRecord | None = None,
+    ) -> AppendResult:
+        """Create a session and append its first ``events`` (with ``operation``'s receipt)
+        in one transaction. Raises :class:`SessionExists` when the id is taken."""
+        encoded = [(event, json.dumps(event.payload)) for event in events]
+
+        def create(job: WorkerJob[sqlite3.Connection, AppendResult]) -> AppendResult:
             db = job.resource
             now = time.time()
-            try:
-                db.execute(
-                    "INSERT INTO sessions (id, created_at, updated_at, authority, config)"
-                    " VALUES (?, ?, ?, ?, ?)",
-                    (session_id, now, now, authority_json, json.dumps(config or {})),
-                )
-            except sqlite3.IntegrityError as exc:
-                raise SessionExists(f"session {session_id} already exists") from exc
-
-        await self._run(create, session_id)
-
-    async def append_turn(self, session_id: str, turn_id: str, messages: Sequence[Message]) -> None:
-        """Append one turn's committed messages in a single transaction."""
-        bodies = [to_json(message) for message in messages]
-        title = _title(messages)
-
-        def append(job: WorkerJob[sqlite3.Connection, None]) -> None:
-            db = job.resource
             db.execute("BEGIN IMMEDIATE")
             try:
-                row = db.execute(
-                    "SELECT COALESCE(MAX(seq), -1) FROM messages WHERE session_id=?",
-                    (session_id,),
-                ).fetchone()
-                exists = db.execute("SELECT 1 FROM sessions WHERE id=?", (session_id,)).fetchone()
-                if exists is None:
-                    raise SessionNotFound(f"no stored session {session_id}")
-                last = row[0]
-                if isinstance(last, bool) or not isinstance(last, int):
-                    raise StoreCorrupt(
-                        f"message number {clip(repr(last), 60)} is not an integer",
-                        path=self.path,
-                        session_id=session_id,
-                        field="messages.seq",
+                try:
+                    db.execute(
+                        "INSERT INTO sessions (id, created_at, updated_at, authority, config)"
+                        " VALUES (?, ?, ?, ?, ?)",
+                        (session_id, now, now, authority_json, json.dumps(config or {})),
                     )
-                first = last + 1
-                db.executemany(
-                    "INSERT INTO messages (session_id, seq, turn_id, body) VALUES (?, ?, ?, ?)",
-                    [(session_id, first + i, turn_id, body) for i, body in enumerate(bodies)],
-                )
-                db.execute(
-                    "UPDATE sessions SET updated_at=?, turns=turns+1,"
-                    " title=CASE WHEN title='' THEN ? ELSE title END WHERE id=?",
-                    (time.time(), title, session_id),
-                )
+                except sqlite3.IntegrityError as exc:
+                    raise SessionExists(f"session {session_id} already exists") from exc
+                result = self._append(db, session_id, encoded, 0, "", operation)
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")
+            return result
 
-        await self._run(append, session_id)
+        result: AppendResult = await self._run(create, session_id)
+        return result
 
-    async def load_session(self, session_id: str) -> StoredSession:
-        def load(job: WorkerJob[sqlite3.Connection, tuple[Any, list[str]]]) -> Any:
+    async def find_operation(self, session_id: str, reference: str, digest: str) -> str | None:
+        """The receipt of ``reference`` when it named this same request (``digest``),
+        None when the reference is unused; :class:`OperationConflict` when it named
+        another request."""
+
+        def find(job: WorkerJob[sqlite3.Connection, Any]) -> Any:
+            return job.resource.execute(
+                "SELECT digest, receipt FROM operations WHERE session_id=? AND reference=?",
+                (session_id, reference),
+            ).fetchone()
+
+        row = await self._read(find, session_id)
+        if row is None:
+            return None
+        if row[0] != digest:
+            raise OperationConflict(session_id, reference)
+        return _text(row[1], self.path, session_id, "operations.receipt")
+
+    async def append_turn(
+        self,
+        session_id: str,
+        turn_id: str,
+        messages: Sequence[Message],
+        *,
+        outcome: Outcome = "committed",
+        operation: OperationRecord | None = None,
+    ) -> AppendResult:
+        """Append one settled turn (its input, completions, tool results and settling
+        event) in a single transaction, with ``operation``'s receipt when given."""
+        return await self.append_events(
+            session_id, turn_events(turn_id, messages, outcome=outcome), operation=operation
+        )
+
+    async def append_events(
+        self,
+        session_id: str,
+        events: Sequence[NewEvent],
+        *,
+        operation: OperationRecord | None = None,
+    ) -> AppendResult:
+        """Append ``events`` (and the rows they publish) in one transaction.
+
+        With ``operation``: when its reference was used before with the same digest,
+        nothing is appended and the original receipt is returned (``replayed``); with
+        another digest, :class:`OperationConflict` is raised and nothing changes.
+        """
+        encoded = [(event, json.dumps(event.payload)) for event in events]
+        settled = sum(1 for event in events if event.kind == TURN_SETTLED)
+        title = _title([row for event in events for row in event.rows])
+
+        def append(job: WorkerJob[sqlite3.Connection, AppendResult]) -> AppendResult:
             db = job.resource
-            row = db.execute(
-                "SELECT id, created_at, updated_at, authority, config, turns FROM sessions"
-                " WHERE id=?",
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                result = self._append(db, session_id, encoded, settled, title, operation)
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+            return result
+
+        result: AppendResult = await self._run(append, session_id)
+        return result
+
+    def _append(
+        self,
+        db: sqlite3.Connection,
+        session_id: str,
+        encoded: list[tuple[NewEvent, str]],
+        settled: int,
+        title: str,
+        operation: OperationRecord | None,
+    ) -> AppendResult:
+        row = db.execute("SELECT last_sequence FROM sessions WHERE id=?", (session_id,)).fetchone()
+        if row is None:
+            raise SessionNotFound(f"no stored session {session_id}")
+        last = _count(row[0], self.path, session_id, "sessions.last_sequence")
+        if operation is not None:
+            used = db.execute(
+                "SELECT digest, receipt FROM operations WHERE session_id=? AND reference=?",
+                (session_id, operation.reference),
+            ).fetchone()
+            if used is not None:
+                if used[0] != operation.digest:
+                    raise OperationConflict(session_id, operation.reference)
+                original = _text(used[1], self.path, session_id, "operations.receipt")
+                return AppendResult(sequences=(), receipt=original, replayed=True)
+        now = time.time()
+        names = self._tool_names(db, session_id, encoded)
+        sequences = []
+        for offset, (event, payload) in enumerate(encoded, start=1):
+            sequence = last + offset
+            sequences.append(sequence)
+            values = (session_id, sequence, event.kind, event.turn_id, now, payload)
+            db.execute(INSERT_EVENT, values)
+            for index, message in enumerate(event.rows):
+                insert_row(db, session_id, sequence, index, event.turn_id or "", message, names)
+        db.execute(
+            "UPDATE sessions SET updated_at=?, turns=turns+?, last_sequence=?,"
+            " title=CASE WHEN title='' THEN ? ELSE title END WHERE id=?",
+            (now, settled, last + len(encoded), title, session_id),
+        )
+        receipt: str | None = None
+        if operation is not None:
+            db.execute(
+                "INSERT INTO operations (session_id, reference, digest, sequence, receipt)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (session_id, operation.reference, operation.digest, last, operation.receipt),
+            )
+            receipt = operation.receipt
+        return AppendResult(sequences=tuple(sequences), receipt=receipt, replayed=False)
+
+    @staticmethod
+    def _tool_names(
+        db: sqlite3.Connection, session_id: str, encoded: list[tuple[NewEvent, str]]
+    ) -> ToolNames:
+        """Tool names of calls this append answers but an earlier event proposed."""
+        names = ToolNames()
+        proposed = {call.id for event, _ in encoded for m in event.rows for call in m.tool_calls}
+        answered = {
+            m.tool_call_id
+            for event, _ in encoded
+            for m in event.rows
+            if m.tool_call_id is not None and m.tool_call_id not in proposed
+        }
+        for call_id in answered:
+            found = db.execute(
+                "SELECT tool_name FROM calls WHERE session_id=? AND call_id=?",
+                (session_id, call_id),
+            ).fetchone()
+            if found is not None and isinstance(found[0], str):
+                names.remember(call_id, found[0])
+        return names
+
+    async def operation_receipt(self, session_id: str, reference: str) -> str | None:
+        """The receipt recorded for ``reference``, or None when the store holds none
+        (which proves nothing about a request whose response was lost in transit)."""
+
+        def find(job: WorkerJob[sqlite3.Connection, Any]) -> Any:
+            return job.resource.execute(
+                "SELECT receipt FROM operations WHERE session_id=? AND reference=?",
+                (session_id, reference),
+            ).fetchone()
+
+        row = await self._read(find, session_id)
+        return None if row is None else _text(row[0], self.path, session_id, "operations.receipt")
+
+    # -- reading ----------------------------------------------------------------------------
+    async def last_sequence(self, session_id: str) -> int:
+        """The sequence of the session's newest event (0 before the first)."""
+
+        def find(job: WorkerJob[sqlite3.Connection, Any]) -> Any:
+            return job.resource.execute(
+                "SELECT last_sequence FROM sessions WHERE id=?", (session_id,)
+            ).fetchone()
+
+        row = await self._read(find, session_id)
+        if row is None:
+            raise SessionNotFound(f"no stored session {session_id}")
+        return _count(row[0], self.path, session_id, "sessions.last_sequence")
+
+    async def last_position(self, session_id: str) -> Position | None:
+        """The newest row's position (internal rows included), None without rows."""
+
+        def find(job: WorkerJob[sqlite3.Connection, Any]) -> Any:
+            return job.resource.execute(
+                "SELECT source_sequence, item_index FROM rows WHERE session_id=?"
+                " ORDER BY source_sequence DESC, item_index DESC LIMIT 1",
                 (session_id,),
             ).fetchone()
-            if row is None:
-                raise SessionNotFound(f"no stored session {session_id}")
-            bodies = db.execute(
-                "SELECT seq, body FROM messages WHERE session_id=? ORDER BY seq", (session_id,)
+
+        row = await self._read(find, session_id)
+        if row is None:
+            return None
+        field = "rows.position"
+        return Position(
+            _count(row[0], self.path, session_id, field),
+            _count(row[1], self.path, session_id, field),
+        )
+
+    async def history_page(
+        self,
+        session_id: str,
+        *,
+        through: int | None = None,
+        after: Position | None = None,
+        limit: int = 100,
+        include_internal: bool = False,
+    ) -> RowPage:
+        """Rows after ``after`` (exclusive) published by events up to ``through`` (None:
+        the newest event, returned as the page's fence), at most ``limit`` of them."""
+        if limit < 1 or limit > MAX_PAGE_ROWS:
+            raise ValueError(f"limit must be between 1 and {MAX_PAGE_ROWS}")
+        start = after if after is not None else Position(0, -1)
+
+        def page(job: WorkerJob[sqlite3.Connection, Any]) -> Any:
+            db = job.resource
+            db.execute("BEGIN")  # one snapshot for the fence and the rows
+            try:
+                row = db.execute(
+                    "SELECT last_sequence FROM sessions WHERE id=?", (session_id,)
+                ).fetchone()
+                if row is None:
+                    raise SessionNotFound(f"no stored session {session_id}")
+                fence = row[0] if through is None else through
+                rows = db.execute(
+                    _SELECT_ROWS + " WHERE session_id=? AND source_sequence<=?"
+                    " AND (source_sequence, item_index) > (?, ?)"
+                    + ("" if include_internal else " AND internal=0")
+                    + " ORDER BY source_sequence, item_index LIMIT ?",
+                    (session_id, fence, start.source_sequence, start.item_index, limit + 1),
+                ).fetchall()
+            finally:
+                db.execute("COMMIT")
+            return fence, rows
+
+        fence, rows = await self._read(page, session_id)
+        fence = _count(fence, self.path, session_id, "sessions.last_sequence")
+        decoded = tuple(self._row(session_id, r) for r in rows[:limit])
+        more = len(rows) > limit
+        return RowPage(
+            through=fence, rows=decoded, next_after=decoded[-1].position if more else None
+        )
+
+    async def read_row(
+        self, session_id: str, position: Position, *, through: int | None = None
+    ) -> StoredRow | None:
+        """The row at ``position`` (internal rows too) if an event up to ``through``
+        published it, else None."""
+
+        def find(job: WorkerJob[sqlite3.Connection, Any]) -> Any:
+            return job.resource.execute(
+                _SELECT_ROWS + " WHERE session_id=? AND source_sequence=? AND item_index=?"
+                " AND source_sequence <= COALESCE(?, source_sequence)",
+                (session_id, position.source_sequence, position.item_index, through),
+            ).fetchone()
+
+        row = await self._read(find, session_id)
+        return None if row is None else self._row(session_id, row)
+
+    async def events_after(
+        self, session_id: str, after: int, *, limit: int = 100
+    ) -> tuple[StoredEvent, ...]:
+        """Events with a sequence above ``after``, oldest first, at most ``limit``."""
+        if limit < 1 or limit > MAX_PAGE_ROWS:
+            raise ValueError(f"limit must be between 1 and {MAX_PAGE_ROWS}")
+
+        def find(job: WorkerJob[sqlite3.Connection, Any]) -> Any:
+            return job.resource.execute(
+                "SELECT sequence, kind, turn_id, at, payload FROM events"
+                " WHERE session_id=? AND sequence>? ORDER BY sequence LIMIT ?",
+                (session_id, after, limit),
             ).fetchall()
+
+        rows = await self._read(find, session_id)
+        path = self.path
+        events = []
+        for r in rows:
+            field = f"events[sequence={r[0]}]"
+            turn_id = r[2]
+            if turn_id is not None:
+                turn_id = _text(turn_id, path, session_id, field + ".turn_id")
+            events.append(
+                StoredEvent(
+                    sequence=_count(r[0], path, session_id, field),
+                    kind=_text(r[1], path, session_id, field + ".kind"),
+                    turn_id=turn_id,
+                    at=_number(r[3], path, session_id, field + ".at"),
+                    payload=_json_object(r[4], path, session_id, field + ".payload"),
+                )
+            )
+        return tuple(events)
+
+    def _row(self, session_id: str, r: Any) -> StoredRow:
+        path = self.path
+        field = f"rows[{r[0]},{r[1]}]"
+        optional = [
+            None if value is None else _text(value, path, session_id, field)
+            for value in (r[5], r[6], r[8])
+        ]
+        return StoredRow(
+            position=Position(
+                _count(r[0], path, session_id, field), _count(r[1], path, session_id, field)
+            ),
+            turn_id=_text(r[2], path, session_id, field + ".turn_id"),
+            fields=RowFields(
+                role=_text(r[3], path, session_id, field + ".role"),
+                internal=bool(r[4]),
+                tool_name=optional[0],
+                tool_call_id=optional[1],
+                body=_text(r[7], path, session_id, field + ".body"),
+                thinking=optional[2],
+            ),
+            tool_calls=_calls(r[9], path, session_id, field + ".tool_calls"),
+            message_json=_text(r[10], path, session_id, field + ".message"),
+        )
+
+    async def load_config(self, session_id: str) -> dict[str, Any]:
+        """The configuration object the session was created with."""
+
+        def find(job: WorkerJob[sqlite3.Connection, Any]) -> Any:
+            return job.resource.execute(
+                "SELECT config FROM sessions WHERE id=?", (session_id,)
+            ).fetchone()
+
+        row = await self._read(find, session_id)
+        if row is None:
+            raise SessionNotFound(f"no stored session {session_id}")
+        return _json_object(row[0], self.path, session_id, "config")
+
+    async def load_session(self, session_id: str) -> StoredSession:
+        def load(job: WorkerJob[sqlite3.Connection, tuple[Any, list[Any]]]) -> Any:
+            db = job.resource
+            db.execute("BEGIN")
+            try:
+                row = db.execute(
+                    "SELECT id, created_at, updated_at, authority, config, turns FROM sessions"
+                    " WHERE id=?",
+                    (session_id,),
+                ).fetchone()
+                if row is None:
+                    raise SessionNotFound(f"no stored session {session_id}")
+                bodies = db.execute(
+                    "SELECT source_sequence, item_index, message FROM rows WHERE session_id=?"
+                    " ORDER BY source_sequence, item_index",
+                    (session_id,),
+                ).fetchall()
+            finally:
+                db.execute("COMMIT")
             return row, bodies
 
-        row, bodies = await self._run(load, session_id)
+        row, bodies = await self._read(load, session_id)
         path = self.path
         authority = _text(row[3], path, session_id, "authority")
         _json_object(authority, path, session_id, "authority")
         messages = []
-        for seq, body in bodies:
-            field = f"messages[seq={seq}].body"
+        for sequence, index, body in bodies:
+            field = f"rows[{sequence},{index}].message"
             try:
                 messages.append(from_json(_text(body, path, session_id, field), Message))
             except SerializationError as exc:
@@ -302,11 +589,11 @@ class SqliteStore:
         def listing(job: WorkerJob[sqlite3.Connection, Any]) -> Any:
             return job.resource.execute(
                 "SELECT s.id, s.created_at, s.updated_at, s.turns, s.title,"
-                " (SELECT COUNT(*) FROM messages m WHERE m.session_id=s.id)"
+                " (SELECT COUNT(*) FROM rows r WHERE r.session_id=s.id)"
                 " FROM sessions s ORDER BY s.updated_at DESC, s.id"
             ).fetchall()
 
-        rows = await self._run(listing)
+        rows = await self._read(listing)
         path = self.path
         summaries = []
         for r in rows:
@@ -345,17 +632,50 @@ class SqliteStore:
         }
 
 
-@asynccontextmanager
-async def open_sqlite_store(path: str) -> AsyncIterator[SqliteStore]:
-    """Open (creating if needed, mode 0600) the store at ``path`` on a dedicated worker
-    thread. A store file (or its -wal, -shm, -journal) that other users may access is
-    logged as a warning on the ``emelex.store`` logger.
+_SELECT_ROWS = (
+    "SELECT source_sequence, item_index, turn_id, role, internal, tool_name, tool_call_id,"
+    " body, thinking, tool_calls, message FROM rows"
+)
 
-    Raises :class:`StoreError` when the file cannot be opened or has another schema, and
-    :class:`StoreCorrupt` when it is not a sound SQLite database. The connection is
-    closed and the thread joined when the block exits.
+
+@asynccontextmanager
+async def open_sqlite_store(path: str, *, readers: int = 2) -> AsyncIterator[SqliteStore]:
+    """Open (creating or migrating if needed, mode 0600) the store at ``path``: one
+    writer thread and ``readers`` reader threads, each with its own connection. A store
+    file (or its -wal, -shm, -journal) that other users may access is logged as a warning
+    on the ``emelex.store`` logger.
+
+    Raises :class:`StoreError` when the file cannot be opened or has a newer schema, and
+    :class:`StoreCorrupt` when it is not a sound SQLite database. The connections are
+    closed and the threads joined when the block exits.
     """
-    async with open_dedicated_worker(
-        "sqlite-store", setup=lambda: _connect(path), teardown=lambda db: db.close()
-    ) as worker:
-        yield SqliteStore(worker, path)
+    if readers < 0 or readers > MAX_READERS:
+        raise ValueError(f"readers must be between 0 and {MAX_READERS}")
+
+    def open_writer() -> sqlite3.Connection:
+        try:
+            return connect(path)
+        except sqlite3.Error as exc:
+            raise _map_sqlite(exc, path) from exc
+
+    def open_reader() -> sqlite3.Connection:
+        try:
+            return connect(path, readonly=True)
+        except sqlite3.Error as exc:
+            raise _map_sqlite(exc, path) from exc
+
+    async with AsyncExitStack() as stack:
+        writer = await stack.enter_async_context(
+            open_dedicated_worker("sqlite-writer", setup=open_writer, teardown=_close)
+        )
+        pool = [
+            await stack.enter_async_context(
+                open_dedicated_worker(f"sqlite-reader-{n}", setup=open_reader, teardown=_close)
+            )
+            for n in range(readers)
+        ]
+        yield SqliteStore(writer, path, pool)
+
+
+def _close(db: sqlite3.Connection) -> None:
+    db.close()

@@ -2,9 +2,20 @@
 
 ``ScriptedModel`` replays scripted rounds as a deterministic model. Hypothesis
 strategies for every model type live in :mod:`emelex.testing.strategies`, imported
-separately because they need the ``hypothesis`` package.
+separately because they need the ``hypothesis`` package. :func:`check_tool_contract`
+(and its async form) runs your own tool through cancelled turns.
 """
 
+from emelex.testing._contract import (
+    ContractOptionsError,
+    ContractReport,
+    RunRecord,
+    ToolAlwaysFails,
+    ToolContractError,
+    ToolContractViolation,
+    check_tool_contract,
+    check_tool_contract_async,
+)
 from emelex.testing._scripted import (
     Call,
     Fail,
@@ -21,6 +32,15 @@ from emelex.testing._scripted import (
 from emelex.testing._tools import ApproveAll, ScriptedApprovals, ScriptedTool, ToolBehaviourError
 
 __all__ = [
+    # your own tools under cancellation
+    "ContractOptionsError",
+    "ContractReport",
+    "RunRecord",
+    "ToolAlwaysFails",
+    "ToolContractError",
+    "ToolContractViolation",
+    "check_tool_contract",
+    "check_tool_contract_async",
     # tools and approvals
     "ApproveAll",
     "ScriptedApprovals",

@@ -13,11 +13,10 @@ Needs ``hypothesis`` (a dev dependency); import this module explicitly.
 
 from __future__ import annotations
 
-import random
 import re
 import tempfile
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import attrs
@@ -30,7 +29,6 @@ from emelex.agent import (
     AgentError,
     AgentEvent,
     AgentSession,
-    AgentTool,
     AgentTurn,
     AnswerDelta,
     ApprovalRequested,
@@ -47,8 +45,18 @@ from emelex.agent import (
 from emelex.agent._history import validate_history
 from emelex.model import Message
 from emelex.runtime import open_supervisor
+from emelex.testing._contract import (
+    ContractOptionsError,
+    ContractReport,
+    RunRecord,
+    ToolAlwaysFails,
+    ToolContractError,
+    ToolContractViolation,
+    check_tool_contract,
+    check_tool_contract_async,
+)
 from emelex.testing._scripted import Call, Finish, Say, ScriptedModel, Step, Think, Wait
-from emelex.testing._tools import ApproveAll, ScriptedApprovals, ScriptedTool
+from emelex.testing._tools import ScriptedApprovals, ScriptedTool
 
 # ScriptedModel's provider-local ids look like 'call_0'.
 _PROVIDER_ID = re.compile(r"'call_\d+'")
@@ -325,122 +333,17 @@ def check_invariants(outcome: Outcome) -> None:
     assert outcome.finished_at <= _time_bound(scenario)
 
 
-# -- your own tools -------------------------------------------------------------------
-
-
-@attrs.frozen
-class ContractReport:
-    runs: int
-    completed: int
-    cancelled: int
-    started: int
-
-
-def check_tool_contract(
-    tool: AgentTool,
-    arguments: Mapping[str, Any],
-    *,
-    runs: int = 20,
-    max_cancel_delay: float = 0.05,
-    seed: int = 0,
-    time_limit: float = 30.0,
-    prepare: Callable[[], object] | None = None,
-) -> ContractReport:
-    """Run ``tool`` through real turns, cancelled at random moments, and assert the
-    harness's properties hold for it.
-
-    Each run calls the tool once with ``arguments`` (approved one-shot), cancels the
-    turn after a random real-time delay in ``[0, max_cancel_delay]`` (some runs are not
-    cancelled), and checks: the turn returns within ``time_limit`` seconds; no actor or
-    worker thread is left; history holds exactly one result per call; a started
-    FINISH_ONCE_STARTED call has its terminal result in history; rollback happened iff
-    the tool never started. ``prepare`` runs before each run (reset fixtures there).
-    Raises AssertionError with the run number on the first violation.
-    """
-    rng = random.Random(seed)
-    completed = cancelled = started_runs = 0
-    for run in range(runs):
-        if prepare is not None:
-            prepare()
-        delay = None if run % 4 == 0 else rng.uniform(0, max_cancel_delay)
-        try:
-            result = trio.run(_contract_run, tool, dict(arguments), delay, time_limit)
-        except AssertionError as exc:
-            raise AssertionError(f"run {run} (cancel after {delay}): {exc}") from exc
-        except trio.TooSlowError as exc:
-            raise AssertionError(
-                f"run {run} (cancel after {delay}): the turn did not return within "
-                f"{time_limit} s; the tool ignores cancellation"
-            ) from exc
-        turn, started, history, error = result
-        started_runs += bool(started)
-        completed += turn is not None
-        cancelled += turn is None
-        try:
-            validate_history(history, [tool.definition.name])
-            if turn is None:
-                assert isinstance(error, TurnCancelled), f"unexpected error {error!r}"
-                assert error.rolled_back is (not started)
-                if started and tool.cancellation_policy is (
-                    ToolCancellationPolicy.FINISH_ONCE_STARTED
-                ):
-                    assert sum(m.role == "tool" for m in history) == 1
-                    assert not any(
-                        m.text.startswith("interrupted") for m in history if m.role == "tool"
-                    ), "a finish-once-started tool was interrupted"
-            threads = [t for t in threading.enumerate() if t.name.startswith("emelex-worker")]
-            assert not threads, f"worker threads left: {threads}"
-        except AssertionError as exc:
-            raise AssertionError(f"run {run} (cancel after {delay}): {exc}") from exc
-    return ContractReport(runs, completed, cancelled, started_runs)
-
-
-async def _contract_run(
-    tool: AgentTool, arguments: dict[str, Any], delay: float | None, time_limit: float
-) -> tuple[AgentTurn | None, bool, tuple[Message, ...], BaseException | None]:
-    name = tool.definition.name
-    model = ScriptedModel([[Call(name, arguments)], [Say("done")]])
-    started = False
-
-    def consume(event: AgentEvent) -> None:
-        nonlocal started
-        if isinstance(event, ToolStarted):
-            started = True
-
-    turn: AgentTurn | None = None
-    error: BaseException | None = None
-    with tempfile.TemporaryDirectory() as workspace:
-        builder = (
-            AgentSession.builder(model, workspace)
-            .include_file_tools(False)
-            .include_shell_tool(False)
-            .tool(tool)
-            .approval_policy(ApproveAll())
-        )
-        async with open_supervisor("tool-contract") as supervisor:
-            with builder.build() as session:
-                cancellation = AgentCancellation()
-                with trio.fail_after(time_limit):
-                    async with trio.open_nursery() as nursery:
-                        if delay is not None:
-                            nursery.start_soon(_cancel_after, cancellation, delay)
-                        try:
-                            turn = await session.run_turn("go", cancellation, consume)
-                        except AgentError as exc:
-                            error = exc
-                        nursery.cancel_scope.cancel()
-                history = session.history
-            assert len(supervisor.snapshot()) == 0, "actors outlived the turn"
-    return turn, started, history, error
-
-
-async def _cancel_after(cancellation: AgentCancellation, delay: float) -> None:
-    await trio.sleep(delay)
-    cancellation.cancel()
+# -- your own tools: see emelex.testing._contract ----------------------------------------
 
 
 __all__ = [
+    "ContractOptionsError",
     "ContractReport",
+    "RunRecord",
+    "ToolAlwaysFails",
+    "ToolContractError",
+    "ToolContractViolation",
+    "check_tool_contract_async",
     "Outcome",
     "Scenario",
     "ToolPlan",

@@ -1,14 +1,14 @@
 """Tools an agent can call: the tool protocol, built-in tools and their I/O layers."""
 
-from emelex.tools._function import (
-    ArgumentConversionError,
-    FunctionTool,
-    InvalidToolFunction,
-    ToolCallContext,
-    ToolError,
-    UnsupportedAnnotation,
-    tool,
+from emelex.tools._context import ToolCallContext
+from emelex.tools._definition import (
+    TOOL_NAME,
+    ArgumentValidator,
+    tool_name_problem,
+    tool_schema_problem,
 )
+from emelex.tools._errors import ArgumentConversionError, RetryWithFeedback, ToolError
+from emelex.tools._function import FunctionTool, tool
 from emelex.tools._protocol import (
     MAX_PROGRESS_CHARS,
     AgentTool,
@@ -16,6 +16,7 @@ from emelex.tools._protocol import (
     ToolInvocation,
     ToolOutput,
 )
+from emelex.tools._schema import InvalidToolFunction, UnsupportedAnnotation
 from emelex.tools._settings import BuiltinSettings
 from emelex.tools.mcp import (
     McpConnection,
@@ -33,9 +34,14 @@ __all__ = [
     "McpTool",
     "open_mcp_connection",
     "start_mcp_connection",
+    "TOOL_NAME",
+    "ArgumentValidator",
+    "tool_name_problem",
+    "tool_schema_problem",
     "ArgumentConversionError",
     "FunctionTool",
     "InvalidToolFunction",
+    "RetryWithFeedback",
     "ToolCallContext",
     "ToolError",
     "UnsupportedAnnotation",

@@ -20,6 +20,7 @@ import fcntl
 import hashlib
 import math
 import os
+import secrets
 import signal as _signal
 import subprocess
 import sys
@@ -51,6 +52,10 @@ _KILL_WAIT = 5.0  # after SIGKILL to the group
 _DRAIN_AFTER_EXIT = 2.0  # pipes still open after the helper exited: stop reading then
 _SWEEP_ROUNDS = 50  # /proc scans after a helper death (a forking escapee needs several)
 _MAX_FDS_SCANNED = 4096  # per process, when looking for holders of the output pipes
+_MAX_ENVIRON_BYTES = 4 * 1024 * 1024  # per process, when looking for a run's marker
+RUN_MARKER = "EMELEX_SHELL_RUN"
+"""Environment variable every command of one ``run_shell`` call inherits, with a random
+value: after the helper's death the sweep kills every process of ours still carrying it."""
 _HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_subreaper.py")
 
 
@@ -298,10 +303,25 @@ def _holds_pipe(pid: str, links: frozenset[str]) -> bool:
     return False
 
 
-def _leftovers(group: int, pipes: frozenset[int]) -> list[int]:
+def _carries(pid: str, needle: bytes) -> bool:
+    """Whether ``pid``'s initial environment holds ``needle`` (bounded read; a process
+    of another user is never ours and is not read)."""
+    try:
+        if os.stat(f"/proc/{pid}").st_uid != os.getuid():
+            return False
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            data = handle.read(_MAX_ENVIRON_BYTES)
+    except OSError:
+        return False
+    return data.startswith(needle) or b"\0" + needle in data
+
+
+def _leftovers(group: int, pipes: frozenset[int], marker: bytes = b"") -> list[int]:
     """Processes that remain of a command whose helper is gone: members of its process
-    group or session, and holders of its output pipes (a ``setsid``-ed escapee that kept
-    them). Zombies are skipped: they are already dead."""
+    group or session, holders of its output pipes (a ``setsid``-ed escapee that kept
+    them), and processes whose environment carries the run's ``marker`` (``NAME=value\0``;
+    one that left the session and closed the pipes). Zombies are skipped: they are
+    already dead."""
     me = os.getpid()
     links = frozenset(f"pipe:[{inode}]" for inode in pipes)
     found: list[int] = []
@@ -316,21 +336,26 @@ def _leftovers(group: int, pipes: frozenset[int]) -> list[int]:
         fields = data[data.rfind(b")") + 2 :].split()
         if len(fields) < 4 or fields[0] in (b"Z", b"X"):
             continue
-        if group in (int(fields[2]), int(fields[3])) or (links and _holds_pipe(entry, links)):
+        if (
+            group in (int(fields[2]), int(fields[3]))
+            or (links and _holds_pipe(entry, links))
+            or (marker and _carries(entry, marker))
+        ):
             found.append(int(entry))
     return found
 
 
-def _sweep(group: int, pipes: frozenset[int]) -> None:
+def _sweep(group: int, pipes: frozenset[int], marker: bytes = b"") -> None:
     """Blocking: ``SIGKILL`` whatever remains of the command, until nothing does.
 
     The helper normally stops every descendant itself; this runs when it could not (it
     was killed: ``kill -9 $PPID``, ``pkill python``, the OOM killer). Escapees re-parented
-    to init are found by their group, session or the output pipes they still hold.
+    to init are found by their group, session, the output pipes they still hold, or the
+    run's environment marker.
     """
     for _round in range(_SWEEP_ROUNDS):
         _signal_group(group, _signal.SIGKILL)
-        remaining = _leftovers(group, pipes)
+        remaining = _leftovers(group, pipes, marker)
         if not remaining:
             return
         for pid in remaining:
@@ -349,14 +374,14 @@ def _group_alive(group: int) -> bool:
     return True
 
 
-async def _after_helper(process: trio.Process, pipes: frozenset[int]) -> None:
+async def _after_helper(process: trio.Process, pipes: frozenset[int], marker: bytes) -> None:
     """Once the helper has exited: if it did not get to clean up (killed, or a member of
     its group survived), kill what is left of the command, off the Trio thread."""
     code = process.returncode
     if code is not None and code >= 0 and not _group_alive(process.pid):
         return
     with trio.CancelScope(shield=True):
-        await trio.to_thread.run_sync(_sweep, process.pid, pipes)
+        await trio.to_thread.run_sync(_sweep, process.pid, pipes, marker)
 
 
 def helper_command(command: str, kill_grace: float) -> list[str]:
@@ -404,6 +429,10 @@ async def run_shell(
         _check_text("environment", key + value)
         if "=" in key or not key:
             raise ShellCommandRejected(f"invalid environment variable name {key!r}")
+    # Tag every process of this run, whatever session or group it moves to.
+    token = secrets.token_hex(16)
+    environment[RUN_MARKER] = token
+    marker = f"{RUN_MARKER}={token}\0".encode()
 
     started = trio.current_time()
     try:
@@ -438,7 +467,7 @@ async def run_shell(
             if deadline.cancelled_caught:
                 timed_out = True
                 await _stop_tree(process, kill_grace)
-            await _after_helper(process, pipes)
+            await _after_helper(process, pipes, marker)
             # The helper killed its descendants before exiting, so the pipes close now;
             # anything holding them longer (a passed descriptor) is not waited for.
             nursery.cancel_scope.deadline = trio.current_time() + _DRAIN_AFTER_EXIT
@@ -446,7 +475,7 @@ async def run_shell(
     except BaseException:
         with trio.CancelScope(shield=True):
             await _stop_tree(process, kill_grace)
-            await _after_helper(process, pipes)
+            await _after_helper(process, pipes, marker)
             for stream in streams:
                 await stream.aclose()
         raise
@@ -469,6 +498,7 @@ async def run_shell(
 
 __all__ = [
     "DEFAULT_KILL_GRACE",
+    "RUN_MARKER",
     "FALLBACK_PATH",
     "MAX_COMMAND_BYTES",
     "MAX_OUTPUT_BYTES",

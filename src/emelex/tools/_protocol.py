@@ -39,14 +39,24 @@ def _to_content(value: str | Sequence[Part]) -> tuple[Part, ...]:
 
 @attrs.frozen
 class ToolOutput:
-    """A tool's terminal result: content for the model, and whether it is an error."""
+    """A tool's terminal result: content for the model, and whether it is an error.
+
+    ``retry`` marks an error result that asks the model to correct its call (invalid
+    arguments, :class:`~emelex.tools.RetryWithFeedback`): it counts against the retry
+    budgets. Only ``content`` reaches the conversation."""
 
     content: tuple[Part, ...] = attrs.field(converter=_to_content)
     is_error: bool = False
+    retry: bool = attrs.field(default=False, kw_only=True)
 
     @classmethod
     def error(cls, text: str) -> ToolOutput:
         return cls(text, is_error=True)
+
+    @classmethod
+    def feedback(cls, text: str) -> ToolOutput:
+        """An error result asking the model to correct its call (``retry=True``)."""
+        return cls(text, is_error=True, retry=True)
 
     @property
     def text(self) -> str:
@@ -66,6 +76,9 @@ class ToolInvocation:
     ``call`` carries the harness-issued UUIDv7 id (never the provider's id).
     ``cancellation`` fires when the turn is cancelled; cooperative tools watch it.
     ``approved`` is True when this exact call was approved one-shot by the policy.
+    ``validated`` is True when the harness already checked ``arguments`` against the
+    tool's schema (a session always does, once, before approval): the tool need not
+    check them again.
     """
 
     call: ToolCall
@@ -73,6 +86,7 @@ class ToolInvocation:
     turn_id: str
     session_id: str
     approved: bool = False
+    validated: bool = False
     _progress: ProgressSink | None = attrs.field(default=None, alias="progress_sink")
 
     @property
@@ -99,10 +113,13 @@ class AgentTool(Protocol):
 
     ``definition`` is the name, description and JSON Schema of the arguments.
     ``approval_reason(arguments)`` returns None to run without asking, or a sentence
-    naming the exact action to approve. ``invoke`` runs the call; raising an exception
-    is reported to the model as an error result (it does not fail the turn).
+    naming the exact action to approve. In a session both receive arguments already
+    validated against ``definition.parameters``. ``invoke`` runs the call; raising an
+    exception is reported to the model as an error result (it does not fail the turn);
+    raising :class:`~emelex.tools.RetryWithFeedback` asks the model to correct its call.
     An optional ``authority_identity`` mapping (str → str) joins the session's
-    authority snapshot (for example digests of a shell's PATH).
+    authority snapshot (for example digests of a shell's PATH); an optional
+    ``max_retries`` (int or None) is the tool's retry budget per turn.
     """
 
     @property

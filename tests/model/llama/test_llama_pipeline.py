@@ -159,6 +159,36 @@ async def test_open_runs_one_registered_worker_thread_and_close_joins_it(tiny_mo
         assert completed(events_again).response == completed(events).response
 
 
+async def test_load_progress_reports_rising_fractions_on_the_worker(tiny_model: Path) -> None:
+    seen: list[tuple[float, str]] = []
+    model = LlamaModel(
+        tiny_model,
+        n_threads=1,
+        load_progress=lambda fraction: seen.append((fraction, threading.current_thread().name)),
+    )
+    with trio.fail_after(60):
+        async with model:
+            loaded = list(seen)
+            events, _ = await collect(model, HELLO)
+    fractions = [fraction for fraction, _ in loaded]
+    assert len(fractions) >= 2 and fractions == sorted(fractions)
+    assert fractions[0] < 1.0 and fractions[-1] == 1.0
+    assert {name for _, name in loaded} == {"emelex-worker:llama:tiny.gguf"}
+    assert seen == loaded  # loading only: generating reports nothing here
+    check_contract(events)
+
+
+async def test_a_raising_load_progress_stops_the_load(tiny_model: Path) -> None:
+    def refuse(fraction: float) -> None:
+        raise ValueError(f"stop at {fraction}")
+
+    model = LlamaModel(tiny_model, n_threads=1, load_progress=refuse)
+    with trio.fail_after(60), pytest.raises(ModelLoadError, match="progress callback") as info:
+        await model.__aenter__()
+    assert isinstance(info.value.__cause__, ValueError)
+    assert not model.is_open and emelex_threads() == []
+
+
 async def test_client_wraps_the_model(tiny: LlamaModel) -> None:
     client = Client(tiny)
     assert client.capabilities == tiny.capabilities

@@ -250,6 +250,20 @@ class FaultApp:
         ]
         await self.stream(send, parts)
 
+    async def scenario_agent_retry(
+        self, request: dict[str, Any], receive: Receive, send: Send
+    ) -> None:
+        """Round 1 calls ``echo`` with arguments that are not JSON; once a result is in
+        the conversation, calls it properly; after the second result, answers with it."""
+        results = [m["content"] for m in request["messages"] if m["role"] == "tool"]
+        if len(results) >= 2:
+            await self.stream(send, text_stream(["The tool said: ", results[-1]]))
+            return
+        arguments = '{"text": "hi"' if not results else '{"text": "hi"}'
+        call = {"index": 0, "id": "srv", "function": {"name": "echo", "arguments": arguments}}
+        parts = [event(chunk({"tool_calls": [call]})), event(chunk(finish="tool_calls")), DONE]
+        await self.stream(send, parts)
+
     async def scenario_ratelimit(
         self, request: dict[str, Any], receive: Receive, send: Send
     ) -> None:

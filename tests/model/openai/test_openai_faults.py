@@ -39,7 +39,6 @@ from emelex.model.openai import (
     Disconnected,
     HTTPStatusError,
     MalformedChunk,
-    MalformedToolCall,
     OpenAIModel,
     RateLimited,
     ResponseTooLarge,
@@ -306,12 +305,15 @@ async def test_wrong_field_type_is_malformed(fault_server: FaultServer) -> None:
             await collect(model)
 
 
-async def test_invalid_tool_arguments_raise(fault_server: FaultServer) -> None:
+async def test_invalid_tool_arguments_reach_the_caller_as_arguments_error(
+    fault_server: FaultServer,
+) -> None:
     async with OpenAIModel(fault_server.url("bad-args"), "m") as model:
-        with pytest.raises(MalformedToolCall) as caught:
-            await collect(model)
-    assert (caught.value.name, caught.value.call_id) == ("echo", "c1")
-    assert caught.value.excerpt == '{"text": '
+        (call,) = check_contract(await collect(model)).response.tool_calls
+    assert (call.id, call.name, call.arguments) == ("c1", "echo", {})
+    assert call.arguments_error is not None
+    assert "not valid JSON" in call.arguments_error
+    assert json.dumps('{"text": ') in call.arguments_error
 
 
 async def test_error_inside_the_stream(fault_server: FaultServer) -> None:
@@ -436,7 +438,6 @@ async def test_error_exits_release_the_connection(fault_server: FaultServer) -> 
             ("malformed", MalformedChunk),
             ("ratelimit", RateLimited),
             ("disconnect", Disconnected),
-            ("bad-args", MalformedToolCall),
         ]:
             with pytest.raises(error):
                 await collect(OpenAIModel(fault_server.url(scenario), "m", http_client=http))

@@ -205,19 +205,31 @@ def test_assembly_name_pieces_are_joined() -> None:
     assert assembler.response().tool_calls[0].name == "read_file"
 
 
+def test_assembly_call_without_a_name_is_malformed() -> None:
+    assembler = ChunkAssembler()
+    assembler.feed_chunk(call_piece(0, id="c", arguments="{}"))
+    with pytest.raises(MalformedToolCall, match="no function name"):
+        assembler.response()
+
+
 @pytest.mark.parametrize(
-    ("piece", "match"),
+    ("arguments", "why"),
     [
-        (call_piece(0, id="c", arguments="{}"), "no function name"),
-        (call_piece(0, id="c", name="f", arguments="[1, 2]"), "not a JSON object"),
-        (call_piece(0, id="c", name="f", arguments='{"a": '), "not valid JSON"),
+        ("[1, 2]", "were a JSON array, not a JSON object"),
+        ('"text"', "were a JSON string, not a JSON object"),
+        ('{"a": ', "were not valid JSON"),
+        ("[" * 100_000, "were nested too deeply to parse"),
     ],
 )
-def test_assembly_malformed_calls(piece: dict[str, Any], match: str) -> None:
+def test_assembly_unparsable_arguments_are_handed_on(arguments: str, why: str) -> None:
     assembler = ChunkAssembler()
-    assembler.feed_chunk(piece)
-    with pytest.raises(MalformedToolCall, match=match):
-        assembler.response()
+    assembler.feed_chunk(call_piece(0, id="c", name="f", arguments=arguments))
+    (call,) = assembler.response().tool_calls
+    assert (call.id, call.name, call.arguments) == ("c", "f", {})
+    assert call.arguments_error is not None and why in call.arguments_error
+    # The model sees a bounded excerpt of what it sent, quoted as JSON.
+    assert json.dumps(arguments[:20])[:-1] in call.arguments_error
+    assert len(call.arguments_error) < 400
 
 
 def test_assembly_cancelled_drops_calls() -> None:

@@ -6,7 +6,7 @@ import collections
 import functools
 import logging
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from types import TracebackType
@@ -134,6 +134,9 @@ class LlamaModel:
     :func:`choose_extra_buffers`), and :attr:`buffer_verdict` says what was chosen.
     Sampling options a request leaves unset follow llama.cpp's defaults (temperature
     0.8, top-k 40, top-p 0.95, min-p 0.05, a random seed); temperature 0 is greedy.
+    ``load_progress`` is called with the fraction of the weights loaded (0.0 to 1.0, on
+    the worker thread, while ``async with model`` loads); an exception it raises stops
+    the load with :class:`ModelLoadError`.
     """
 
     def __init__(
@@ -152,6 +155,7 @@ class LlamaModel:
         queue_capacity: int = 8,
         emit_capacity: int = 1024,
         batch_interval: float = 0.001,
+        load_progress: Callable[[float], None] | None = None,
     ) -> None:
         path = Path(model_path)
         metadata = read_gguf_metadata(path)
@@ -194,6 +198,7 @@ class LlamaModel:
         self._queue_capacity = queue_capacity
         self._emit_capacity = emit_capacity
         self._batch_interval = float(batch_interval)
+        self._load_progress = load_progress
         self._worker: DedicatedWorker[LoadedModel] | None = None
         self._stack: AsyncExitStack | None = None
         self._opening = False
@@ -258,7 +263,7 @@ class LlamaModel:
             self._worker = await stack.enter_async_context(
                 open_dedicated_worker(
                     f"llama:{self._path.name}",
-                    setup=functools.partial(load_model, settings),
+                    setup=functools.partial(load_model, settings, self._load_progress),
                     teardown=close_model,
                     queue_capacity=self._queue_capacity,
                     emit_capacity=self._emit_capacity,

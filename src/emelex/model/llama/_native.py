@@ -237,7 +237,9 @@ class LoadedModel:
     the next generation reuses the longest common prefix.
     """
 
-    def __init__(self, settings: LoadSettings) -> None:
+    def __init__(
+        self, settings: LoadSettings, progress: Callable[[float], None] | None = None
+    ) -> None:
         lib = _lib()
         with _SETUP_LOCK:
             _install_logging()
@@ -253,7 +255,17 @@ class LoadedModel:
                 "(no use_extra_bufts): pip install 'llama-cpp-python>=0.3.36'"
             )
         model_params.use_extra_bufts = settings.extra_buffers
+        report = _LoadReport(progress) if progress is not None else None
+        if report is not None:
+            # Kept referenced by ``report`` until loading returns (llama.cpp holds the pointer).
+            model_params.progress_callback = report.callback
         model = lib.llama_model_load_from_file(os.fsencode(settings.path), model_params)
+        if report is not None and report.error is not None:
+            if model:
+                lib.llama_model_free(model)
+            raise ModelLoadError(
+                f"loading {settings.path} stopped: its progress callback raised {report.error!r}"
+            ) from report.error
         if not model:
             raise ModelLoadError(f"llama.cpp could not load {settings.path}")
         self.model = model
@@ -461,9 +473,31 @@ class LoadedModel:
         return result
 
 
-def load_model(settings: LoadSettings) -> LoadedModel:
-    """Worker setup: load the model (raises :class:`ModelLoadError`)."""
-    return LoadedModel(settings)
+class _LoadReport:
+    """llama.cpp's load ``progress_callback`` (a fraction, on the loading thread) calling
+    a Python function. An exception cannot cross the C frames: it stops the load (the
+    callback returns false) and is raised by the loader afterwards."""
+
+    def __init__(self, progress: Callable[[float], None]) -> None:
+        self.error: Exception | None = None
+
+        def call(fraction: float, _data: int | None) -> bool:
+            try:
+                progress(fraction)
+            except Exception as exc:
+                self.error = exc
+                return False
+            return True
+
+        self.callback = _lib().llama_progress_callback(call)
+
+
+def load_model(
+    settings: LoadSettings, progress: Callable[[float], None] | None = None
+) -> LoadedModel:
+    """Worker setup: load the model (raises :class:`ModelLoadError`). ``progress`` is
+    called on the loading thread with the fraction loaded, 0.0 to 1.0."""
+    return LoadedModel(settings, progress)
 
 
 def close_model(model: LoadedModel) -> None:

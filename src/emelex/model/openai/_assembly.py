@@ -13,9 +13,11 @@ Only choice 0 is read (a request asks for one). Per chunk:
 
 :meth:`ChunkAssembler.response` then builds the :class:`Response`: its text and
 reasoning are exactly the concatenated deltas, tool calls are ordered by index and their
-arguments parsed. A call without a name, or with arguments that are not a JSON object,
-raises :class:`MalformedToolCall` (empty arguments mean ``{}``). A call without an id gets
-``call_<index>``.
+arguments parsed. A call without a name raises :class:`MalformedToolCall`. A call whose
+arguments are not a JSON object keeps its place in the response with ``arguments={}``
+and ``arguments_error`` saying why (with an excerpt of the text): the agent harness
+answers it with a correction the model can act on, instead of failing the turn. Empty
+arguments mean ``{}``. A call without an id gets ``call_<index>``.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ _FINISH: Final[dict[str, FinishReason]] = {
     "content_filter": "error",
 }
 _EXCERPT: Final = 500
+#: Start of unparsable arguments quoted back to the model.
+_EXCERPT_FOR_MODEL: Final = 200
 
 
 def _excerpt(value: Any) -> str:
@@ -79,20 +83,20 @@ class _CallBuilder:
         try:
             arguments = json.loads(text)
         except (json.JSONDecodeError, RecursionError) as exc:
-            raise MalformedToolCall(
-                f"the arguments of tool call {self.name!r} are not valid JSON",
-                name=self.name,
-                call_id=self.id,
-                excerpt=text[:_EXCERPT],
-            ) from exc
+            why = f"not valid JSON ({exc})" if isinstance(exc, json.JSONDecodeError) else None
+            return self._unparsed(call_id, why or "nested too deeply to parse", text)
         if not isinstance(arguments, dict):
-            raise MalformedToolCall(
-                f"the arguments of tool call {self.name!r} are not a JSON object",
-                name=self.name,
-                call_id=self.id,
-                excerpt=text[:_EXCERPT],
-            )
+            return self._unparsed(call_id, f"a JSON {type(arguments).__name__}", text)
         return ToolCall(call_id, self.name, arguments)
+
+    def _unparsed(self, call_id: str, why: str, text: str) -> ToolCall:
+        # json's type names read oddly to a model: a list is an array, a dict an object.
+        why = why.replace("JSON list", "JSON array").replace("JSON str", "JSON string")
+        problem = (
+            f"the arguments were {why}, not a JSON object; they began: "
+            f"{json.dumps(text[:_EXCERPT_FOR_MODEL], ensure_ascii=False)}"
+        )
+        return ToolCall(call_id, self.name, {}, arguments_error=problem)
 
 
 class ChunkAssembler:

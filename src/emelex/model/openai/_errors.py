@@ -105,9 +105,10 @@ class MalformedChunk(OpenAIError, InvalidResponse):
 
 
 class MalformedToolCall(MalformedChunk):
-    """A streamed tool call cannot be assembled: it has no function name, or its
-    arguments are not a JSON object. ``name`` and ``call_id`` are what arrived (possibly
-    ``None``), ``excerpt`` the start of the raw arguments text."""
+    """A streamed tool call cannot be assembled: it has no function name (arguments
+    that are not a JSON object are handed on as ``ToolCall.arguments_error``).
+    ``name`` and ``call_id`` are what arrived (possibly ``None``), ``excerpt`` the start
+    of the raw arguments text."""
 
     def __init__(
         self, message: str, *, name: str | None, call_id: str | None, excerpt: str = ""

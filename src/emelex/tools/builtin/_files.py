@@ -102,11 +102,13 @@ class _WorkspaceTool:
         return ToolCancellationPolicy.FINISH_ONCE_STARTED
 
     def _classify(self, path: str) -> Target | None:
-        """The parsed path, or None when the text is refused (invoke reports why)."""
+        """The parsed path, or None when it is refused whatever an approval says (bad
+        text, a hidden path): invoke reports why, nothing is asked."""
         try:
-            return self._workspace.classify(path)
+            target = self._workspace.classify(path)
         except WorkspaceError:
             return None
+        return None if self._workspace.hides(target) else target
 
     def _needs_approval(self, target: Target | None) -> bool:
         return target is not None and (target.outside or target.secret_reason() is not None)
@@ -300,6 +302,9 @@ def _render_listing(listing: DirectoryListing) -> str:
             f"\n[{plural(listing.leftovers, 'leftover file')} of interrupted writes not shown "
             "(temporary or recovery copies)]"
         )
+    if listing.hidden:
+        noun = plural(listing.hidden, "hidden entry", "hidden entries")
+        text += f"\n[{noun} not shown (workspace policy)]"
     return text
 
 
@@ -378,7 +383,7 @@ def _include_secrets(tool: _WorkspaceTool, invocation: ToolInvocation, path: str
     return target is not None and target.secret_reason() is not None
 
 
-def _skipped(secrets: int, links: int) -> list[str]:
+def _skipped(secrets: int, links: int, hidden: int = 0) -> list[str]:
     notes = []
     if secrets:
         notes.append(
@@ -387,6 +392,9 @@ def _skipped(secrets: int, links: int) -> list[str]:
         )
     if links:
         notes.append(f"{plural(links, 'symbolic link')} not followed")
+    if hidden:
+        noun = plural(hidden, "hidden entry", "hidden entries")
+        notes.append(f"{noun} left out (workspace policy)")
     return notes
 
 
@@ -409,7 +417,7 @@ def _render_find(found: FindResult, pattern: str) -> str:
     if found.truncated or cut:
         reason = _FIND_CUTS.get(found.truncation or "", "the output size limit was reached")
         notes.append(f"cut: {reason}; narrow the pattern or the path")
-    notes.extend(_skipped(found.skipped_secrets, found.skipped_links))
+    notes.extend(_skipped(found.skipped_secrets, found.skipped_links, found.skipped_hidden))
     parts = [header]
     if text:
         parts.append(text.rstrip("\n"))
@@ -548,7 +556,7 @@ def render_grep(result: GrepResult) -> str:
         notes.append(f"{plural(result.skipped_binary, 'binary file')} skipped")
     if result.skipped_large:
         notes.append(f"{plural(result.skipped_large, 'large file')} skipped")
-    notes.extend(_skipped(result.skipped_secrets, result.skipped_links))
+    notes.extend(_skipped(result.skipped_secrets, result.skipped_links, result.skipped_hidden))
     return "\n".join([header, *out, *(f"[{note}]" for note in notes)])
 
 
@@ -567,7 +575,7 @@ class _MutatingTool(_WorkspaceTool):
         """The result for a call that reached invoke without approval: the harness asks
         for every valid mutation, so this is a refused path text (or a misuse)."""
         try:
-            self._workspace.classify(path)
+            self._workspace.target(path, allow_outside=True)
         except WorkspaceError as exc:
             return self._error(exc)
         return ToolOutput.error(f"{self.name}: this call needs approval and was not approved")

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
-import jsonschema
-import jsonschema.exceptions
-import jsonschema.validators
 
 from emelex._text import shorten
 from emelex.model import ToolDefinition
+from emelex.tools._definition import TOOL_NAME_RULE, tool_name_problem, tool_schema_problem
 from emelex.tools._protocol import ToolCancellationPolicy, ToolInvocation, ToolOutput
 from emelex.tools.mcp._config import McpServer
 from emelex.tools.mcp._errors import McpError
@@ -21,8 +18,6 @@ from emelex.tools.mcp._errors import McpError
 if TYPE_CHECKING:
     from emelex.tools.mcp._connection import McpConnection
 
-#: The harness's tool-name rule (1-64 letters, digits, ``_ . -``).
-_TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 #: Longest tool description kept; longer ones are cut (with a warning).
 MAX_DESCRIPTION_CHARS: Final = 4_000
 #: Largest argument schema accepted (compact JSON); larger tools are dropped.
@@ -62,10 +57,8 @@ def accept_tools(
             warnings.append(f"tool {shown} dropped: more than {server.max_tools} tools")
             continue
         name = server.tool_name(remote.name)
-        if not _TOOL_NAME.fullmatch(name):
-            warnings.append(
-                f"tool {shown} dropped: {_quote(name)[:100]} is not 1-64 letters, digits, _ . -"
-            )
+        if tool_name_problem(name) is not None:
+            warnings.append(f"tool {shown} dropped: {_quote(name)[:100]} is not {TOOL_NAME_RULE}")
             continue
         if name in seen:
             warnings.append(f"tool {shown} dropped: the server listed it twice")
@@ -90,19 +83,16 @@ def schema_problem(schema: object) -> str | None:
         return "its input schema is not a JSON object"
     if schema.get("type", "object") != "object":
         return "its input schema does not describe an object"
+    # The size first: a huge schema is refused before the (costlier) schema check.
     try:
         size = len(json.dumps(schema, separators=(",", ":"), ensure_ascii=False).encode())
     except (TypeError, ValueError) as exc:
         return f"its input schema is not JSON: {exc}"
     if size > MAX_SCHEMA_BYTES:
         return f"its input schema is larger than {MAX_SCHEMA_BYTES} bytes"
-    try:
-        validator = jsonschema.validators.validator_for(
-            schema, default=jsonschema.Draft202012Validator
-        )
-        validator.check_schema(dict(schema))
-    except jsonschema.exceptions.SchemaError as exc:
-        return f"its input schema is invalid: {str(exc.message)[:200]}"
+    problem = tool_schema_problem(dict(schema))
+    if problem is not None:
+        return f"its input schema is invalid: {problem.removeprefix('invalid JSON Schema: ')[:200]}"
     return None
 
 

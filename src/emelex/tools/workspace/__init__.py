@@ -13,6 +13,7 @@ from emelex.tools.workspace._errors import (
     AtomicRenameUnsupported,
     ConcurrentModification,
     EditMismatch,
+    HiddenPath,
     InvalidArgument,
     NotADirectory,
     NotFound,
@@ -29,6 +30,7 @@ from emelex.tools.workspace._errors import (
     WorkspaceError,
     WorkspaceIOError,
 )
+from emelex.tools.workspace._hidden import HiddenPaths
 from emelex.tools.workspace._leftovers import Leftover, LeftoverListing, list_leftovers
 from emelex.tools.workspace._mutate import (
     MAX_WRITE_BYTES,
@@ -50,6 +52,7 @@ from emelex.tools.workspace._root import (
     Target,
     Workspace,
     classify_path,
+    split_path,
 )
 from emelex.tools.workspace._search import (
     DEFAULT_SKIP_DIRS,
@@ -80,6 +83,8 @@ __all__ = [
     "Glob",
     "GrepLine",
     "GrepResult",
+    "HiddenPath",
+    "HiddenPaths",
     "InvalidArgument",
     "Leftover",
     "LeftoverListing",
@@ -111,5 +116,6 @@ __all__ = [
     "list_leftovers",
     "read_file",
     "secret_reason",
+    "split_path",
     "write_file",
 ]

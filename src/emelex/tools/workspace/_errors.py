@@ -42,6 +42,10 @@ class OutsideWorkspace(WorkspaceError):
     """An absolute path lies outside the workspace root and was not approved."""
 
 
+class HiddenPath(WorkspaceError):
+    """The path (or a directory above it) is hidden by the workspace policy."""
+
+
 class SymlinkRefused(WorkspaceError):
     """A path component (final or intermediate) is a symbolic link; links are never followed."""
 

@@ -23,7 +23,7 @@ import attrs
 
 from emelex._errors import LimitExceeded
 from emelex.tools.workspace._errors import InvalidArgument
-from emelex.tools.workspace._root import Target, Workspace
+from emelex.tools.workspace._root import Workspace
 from emelex.tools.workspace._search import DEFAULT_MAX_VISITED, _walk_files, _WalkStats
 from emelex.tools.workspace._sibling import parse_sibling
 
@@ -124,7 +124,7 @@ def list_leftovers(
             if len(found) >= max_results:
                 truncated = True
                 break
-            where = Target(target.outside, (*target.parts, *rel[:-1]), target.root)
+            where = target.with_parts((*target.parts, *rel[:-1]))
             found.append(
                 Leftover(
                     where.child(name).display,

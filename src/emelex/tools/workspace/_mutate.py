@@ -312,7 +312,7 @@ def write_file(
                 _install(
                     parent_fd,
                     name,
-                    Target(target.outside, parent, target.root),
+                    target.with_parts(parent),
                     data,
                     mode,
                     prior,
@@ -389,7 +389,7 @@ def edit_file(
                 raise LimitExceeded("edit_file_bytes", max_bytes, size)
             result = text.replace(old, new, count).encode("utf-8")
             prior = _Prior(fd, info.st_dev, info.st_ino, before)
-            parent = Target(target.outside, target.parts[:-1], target.root)
+            parent = target.with_parts(target.parts[:-1])
             owner = (info.st_uid, info.st_gid)
             try:
                 _install(parent_fd, name, parent, result, stat.S_IMODE(info.st_mode), prior, owner)

@@ -343,6 +343,7 @@ class DirectoryListing:
     total_entries: int
     truncated: bool
     leftovers: int = 0
+    hidden: int = 0
 
 
 def list_directory(
@@ -366,15 +367,19 @@ def list_directory(
     try:
         total = 0
         leftovers = 0
+        hidden = 0
 
         def names() -> Iterator[str]:
-            nonlocal total, leftovers
+            nonlocal total, leftovers, hidden
             with os.scandir(fd) as scan:
                 for entry in scan:
                     if not total & 0xFFF:
                         check_abort(abort, target.display)
                     if is_sibling(entry.name):
                         leftovers += 1
+                        continue
+                    if ws.hidden and ws.hides_entry(target.child(entry.name)):
+                        hidden += 1
                         continue
                     total += 1
                     yield entry.name
@@ -398,4 +403,6 @@ def list_directory(
             entries.append(DirEntry(name, kind, size, secret))
     finally:
         os.close(fd)
-    return DirectoryListing(target.display, tuple(entries), total, total > len(kept), leftovers)
+    return DirectoryListing(
+        target.display, tuple(entries), total, total > len(kept), leftovers, hidden
+    )

@@ -14,11 +14,13 @@ import stat
 import threading
 import time
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import attrs
 
 from emelex.tools.workspace._errors import (
     ConcurrentModification,
+    HiddenPath,
     NotADirectory,
     NotRegularFile,
     OutsideWorkspace,
@@ -32,6 +34,9 @@ from emelex.tools.workspace._errors import (
 )
 from emelex.tools.workspace._secrets import secret_reason
 from emelex.tools.workspace._sibling import MAX_NAME_BYTES
+
+if TYPE_CHECKING:
+    from emelex.tools.workspace._hidden import HiddenPaths
 
 MAX_PATH_BYTES = 4096
 """Longest accepted path text, in bytes once encoded (Linux ``PATH_MAX``)."""
@@ -52,24 +57,33 @@ class Target:
 
     ``outside`` is true for an approved absolute path outside the root, walked from ``/``.
     ``parts`` never contains ``..``, ``.`` or empty names. ``display`` is the normalized
-    path shown in results and errors: relative to the root, or absolute when outside.
+    path shown in results and errors: relative to the root (or, under a view such as
+    ``/workspace``, absolute in the view), or absolute when outside.
     ``root`` holds the workspace root's components for an inside target, so secrets are
-    judged on the absolute path (a workspace rooted in ``~/.ssh`` holds only secrets); it
-    takes no part in equality.
+    judged on the absolute path (a workspace rooted in ``~/.ssh`` holds only secrets);
+    ``view`` the components of the name the model sees the root by. Neither takes part
+    in equality.
     """
 
     outside: bool
     parts: tuple[str, ...]
     root: tuple[str, ...] = attrs.field(default=(), eq=False, repr=False)
+    view: tuple[str, ...] | None = attrs.field(default=None, eq=False, repr=False)
 
     @property
     def display(self) -> str:
         if self.outside:
             return "/" + "/".join(self.parts)
+        if self.view is not None:
+            return "/" + "/".join((*self.view, *self.parts))
         return "/".join(self.parts) if self.parts else "."
 
     def child(self, name: str) -> Target:
-        return Target(self.outside, (*self.parts, name), self.root)
+        return self.with_parts((*self.parts, name))
+
+    def with_parts(self, parts: tuple[str, ...]) -> Target:
+        """Another path on the same side of the root, shown the same way."""
+        return Target(self.outside, parts, self.root, self.view)
 
     @property
     def absolute_parts(self) -> tuple[str, ...]:
@@ -119,24 +133,41 @@ def split_path(path: str) -> tuple[bool, tuple[str, ...]]:
     return absolute, tuple(parts)
 
 
-def _target_below(root_parts: tuple[str, ...], path: str) -> Target:
+def _target_below(
+    root_parts: tuple[str, ...], path: str, view: tuple[str, ...] | None = None
+) -> Target:
     """``path`` parsed relative to the root whose canonical components are ``root_parts``
-    (a component-wise test: ``/ws_evil`` is not inside ``/ws``)."""
+    (a component-wise test: ``/ws_evil`` is not inside ``/ws``). Under a ``view`` the
+    absolute path ``/<view>/...`` names the root too (``/workspacefoo`` is not inside
+    ``/workspace``)."""
     absolute, parts = split_path(path)
     if not absolute:
-        return Target(False, parts, root_parts)
+        return Target(False, parts, root_parts, view)
+    if view is not None and parts[: len(view)] == view:
+        return Target(False, parts[len(view) :], root_parts, view)
     width = len(root_parts)
     if parts[:width] == root_parts:
-        return Target(False, parts[width:], root_parts)
+        return Target(False, parts[width:], root_parts, view)
     return Target(True, parts)
 
 
-def classify_path(root: str, path: str) -> Target:
+def split_view(view: str) -> tuple[str, ...]:
+    """The components of a view name such as ``/workspace`` (absolute, not ``/``)."""
+    absolute, parts = split_path(view)
+    if not absolute or not parts:
+        raise PathRejected(view, "a view is an absolute path below '/', like '/workspace'")
+    return parts
+
+
+def classify_path(root: str, path: str, *, view: str | None = None) -> Target:
     """Parse ``path`` as the file tools would for a workspace whose canonical root is
-    ``root``, without opening anything: what an approval policy needs to tell an
-    outside or likely-secret path from an ordinary one. Raises ``PathRejected`` for
-    path text no tool accepts; ``root`` must be canonical (``Workspace.root``)."""
-    return _target_below(tuple(p for p in root.split("/") if p), path)
+    ``root`` (seen as ``view`` when given), without opening anything: what an approval
+    policy needs to tell an outside or likely-secret path from an ordinary one. Raises
+    ``PathRejected`` for path text no tool accepts; ``root`` must be canonical
+    (``Workspace.root``)."""
+    return _target_below(
+        tuple(p for p in root.split("/") if p), path, None if view is None else split_view(view)
+    )
 
 
 def _canonical_of(fd: int, given: str) -> str:
@@ -167,7 +198,16 @@ class Workspace:
     the shared descriptor); closing while operations run is the caller's error.
     """
 
-    def __init__(self, fd: int, root: str, device: int, inode: int) -> None:
+    def __init__(
+        self,
+        fd: int,
+        root: str,
+        device: int,
+        inode: int,
+        *,
+        hidden: HiddenPaths | None = None,
+        view: str | None = None,
+    ) -> None:
         self._fd = fd
         self._lock = threading.Lock()
         self.root = root
@@ -178,16 +218,32 @@ class Workspace:
         """Wall-clock time of opening: temporary files of interrupted writes whose inode
         last changed before it are stale (removed by the next write in their directory)."""
         self._root_parts = tuple(p for p in root.split("/") if p)
+        self.hidden = hidden
+        """Hidden paths (:class:`HiddenPaths`): refused by name, left out of walks."""
+        self.view = view
+        """The absolute name the model sees the root by (``/workspace``), or ``None``:
+        paths below it name files inside, and results show inside paths below it."""
+        self._view = None if view is None else split_view(view)
         self._clean_dirs: dict[tuple[int, int], int] = {}  # (dev, ino) -> mtime_ns cleaned
 
     @classmethod
-    def open(cls, root: str | os.PathLike[str]) -> Workspace:
+    def open(
+        cls,
+        root: str | os.PathLike[str],
+        *,
+        hidden: HiddenPaths | None = None,
+        view: str | None = None,
+    ) -> Workspace:
         """Open ``root`` as the workspace.
 
         The application chooses the root, so a symlink in ``root`` itself is followed once
         here; the canonical path and ``(st_dev, st_ino)`` of the directory reached are
-        recorded. Nothing the model supplies is ever followed.
+        recorded. Nothing the model supplies is ever followed. ``hidden`` paths are
+        refused and never listed; under ``view`` (e.g. ``"/workspace"``) the model names
+        the root by that absolute path and results show inside paths below it.
         """
+        if view is not None:
+            split_view(view)
         given = os.fspath(root)
         try:
             fd = os.open(given, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
@@ -199,7 +255,7 @@ class Workspace:
         except BaseException:
             os.close(fd)
             raise
-        return cls(fd, canonical, info.st_dev, info.st_ino)
+        return cls(fd, canonical, info.st_dev, info.st_ino, hidden=hidden, view=view)
 
     @property
     def closed(self) -> bool:
@@ -238,24 +294,39 @@ class Workspace:
         """Parse ``path`` into a :class:`Target` without touching the filesystem.
 
         Relative paths are below the root. An absolute path whose leading components are
-        exactly the root's canonical components is made relative (a component-wise test:
-        ``/ws_evil`` is not inside ``/ws``). Any other absolute path raises
-        :class:`OutsideWorkspace` unless ``allow_outside`` (the harness passes it only
-        after a one-shot approval of this exact call).
+        exactly the root's canonical components (or the view's) is made relative (a
+        component-wise test: ``/ws_evil`` is not inside ``/ws``). Any other absolute path
+        raises :class:`OutsideWorkspace` unless ``allow_outside`` (the harness passes it
+        only after a one-shot approval of this exact call). A hidden path raises
+        :class:`HiddenPath`: no approval makes it visible.
         """
-        target = _target_below(self._root_parts, path)
+        target = self.classify(path)
         if target.outside and not allow_outside:
-            raise OutsideWorkspace(path, f"absolute path outside the workspace {self.root!r}")
+            shown = self.view or self.root
+            raise OutsideWorkspace(path, f"absolute path outside the workspace {shown!r}")
+        if self.hides(target):
+            raise HiddenPath(target.display, "is hidden by the workspace policy")
         return target
 
     def classify(self, path: str) -> Target:
         """Parse ``path`` for an approval decision, without touching the filesystem.
 
-        The result's ``outside`` says whether the path needs outside-root approval and
-        ``secret_reason()`` whether it needs secret approval. Raises ``PathRejected`` for
-        path text no approval can make acceptable.
+        The result's ``outside`` says whether the path needs outside-root approval,
+        ``secret_reason()`` whether it needs secret approval, and :meth:`hides` whether
+        it is refused outright. Raises ``PathRejected`` for path text no approval can
+        make acceptable.
         """
-        return self.target(path, allow_outside=True)
+        return _target_below(self._root_parts, path, self._view)
+
+    def hides(self, target: Target) -> bool:
+        """Whether ``target`` (inside the root) or one of its ancestors is hidden."""
+        return not target.outside and self.hidden is not None and self.hidden.hides(target.parts)
+
+    def hides_entry(self, target: Target) -> bool:
+        """Whether ``target``'s last component is hidden, its parent being visible."""
+        return (
+            not target.outside and self.hidden is not None and self.hidden.hides_last(target.parts)
+        )
 
     def directory_path(self, path: str = ".", *, allow_outside: bool = False) -> str:
         """Verify ``path`` is a directory reachable without links; return its absolute path.
@@ -316,7 +387,7 @@ class Workspace:
                 name = target.parts[index]
                 last = index == count - 1
                 flags = DIR_FLAGS if (last and listable) else PASS_FLAGS
-                shown = Target(target.outside, target.parts[: index + 1]).display
+                shown = target.with_parts(target.parts[: index + 1]).display
                 try:
                     child = os.open(name, flags, dir_fd=fd)
                 except FileNotFoundError as error:
@@ -358,7 +429,7 @@ class Workspace:
         """
         if not target.parts:
             raise NotRegularFile(target.display, "the workspace root is a directory")
-        parent = Target(target.outside, target.parts[:-1])
+        parent = target.with_parts(target.parts[:-1])
         fd = self._walk(parent, len(target.parts) - 1, True, create)
         return fd, target.parts[-1]
 
@@ -440,4 +511,5 @@ __all__ = [
     "classify_path",
     "describe_mode",
     "split_path",
+    "split_view",
 ]

@@ -218,6 +218,35 @@ class Glob:
 
 def compile_glob(pattern: str) -> Glob:
     """Compile a glob (``**/*.py``, ``src/*.{ts,tsx}``); raise ``PatternError`` if invalid."""
+    return compile_globs((pattern,))
+
+
+def compile_globs(patterns: tuple[str, ...]) -> Glob:
+    """One :class:`Glob` matching a path when any of ``patterns`` does (one RE2 call
+    however many patterns); raise ``PatternError`` naming the first invalid one."""
+    if not patterns:
+        raise PatternError("", "no glob given")
+    texts = [_glob_regex(pattern) for pattern in patterns]
+    pattern = "|".join(patterns)
+    source = texts[0] if len(texts) == 1 else "|".join(f"(?:{text})" for text in texts)
+    try:
+        regex = Re2Program(source, _re2_options())
+    except re2.error as error:
+        raise PatternError(pattern, "invalid glob: " + _describe_re2_error(error)) from error
+    except UnicodeEncodeError as error:  # a lone surrogate (JSON can carry one)
+        raise PatternError(pattern, "the glob is not valid Unicode text") from error
+    depths = [_glob_depth(p) for p in patterns]
+    depth = None if None in depths else max(d for d in depths if d is not None)
+    return Glob(pattern, regex, depth)
+
+
+def _glob_depth(pattern: str) -> int | None:
+    parts = pattern.split("/")
+    return None if "**" in parts else len([p for p in parts if p not in ("", ".")])
+
+
+def _glob_regex(pattern: str) -> str:
+    """The RE2 source of one glob (checked for size and form, not compiled)."""
     if not pattern:
         raise PatternError(pattern, "empty glob")
     if len(pattern) > MAX_PATTERN_CHARS:
@@ -236,14 +265,7 @@ def compile_glob(pattern: str) -> Glob:
             continue
         else:
             pieces.append(_translate_component(part, pattern) + ("" if last else "/"))
-    try:
-        regex = Re2Program("".join(pieces), _re2_options())
-    except re2.error as error:
-        raise PatternError(pattern, "invalid glob: " + _describe_re2_error(error)) from error
-    except UnicodeEncodeError as error:  # a lone surrogate (JSON can carry one)
-        raise PatternError(pattern, "the glob is not valid Unicode text") from error
-    depth = None if "**" in parts else len([p for p in parts if p not in ("", ".")])
-    return Glob(pattern, regex, depth)
+    return "".join(pieces)
 
 
 # -- the walk -------------------------------------------------------------------------
@@ -255,6 +277,7 @@ class _WalkStats:
     skipped_secrets: int = 0
     skipped_links: int = 0
     skipped_special: int = 0
+    skipped_hidden: int = 0
     errors: int = 0
     exhausted: bool = False  # max_visited was reached
     too_deep: bool = False
@@ -271,13 +294,16 @@ def _walk_files(
     stats: _WalkStats,
     leftovers: bool = False,
     abort: threading.Event | None = None,
+    hidden: Callable[[tuple[str, ...]], bool] | None = None,
 ) -> Iterator[tuple[int, str, tuple[str, ...]]]:
     """Yield ``(dir_fd, name, rel_parts)`` for every regular file below ``base_fd``.
 
     ``dir_fd`` stays open only until the next item is requested. ``rel_parts`` is relative
     to the base. Entries are visited in name order, depth first. Temporary and recovery
     siblings of interrupted writes are skipped, or (``leftovers``) the only files
-    yielded. ``abort`` is checked every 32 entries.
+    yielded. ``abort`` is checked every 32 entries. Entries ``hidden`` refuses (given
+    their root-relative parts, judged on the last component: a hidden directory is never
+    entered) are skipped.
     """
     limit = MAX_DEPTH if max_depth is None else min(max_depth, MAX_DEPTH)
     # (descriptor, path relative to the base, full parent components, entries left)
@@ -311,6 +337,9 @@ def _walk_files(
             name = entry.name
             if not include_secrets and is_secret_child(parents, name):
                 stats.skipped_secrets += 1
+                continue
+            if hidden is not None and hidden((*base.parts, *rel, name)):
+                stats.skipped_hidden += 1
                 continue
             try:
                 if entry.is_symlink():
@@ -367,8 +396,16 @@ def _open_base(ws: Workspace, target: Target) -> int | tuple[int, str]:
     return parent_fd, name
 
 
-def _display(outside: bool, prefix: tuple[str, ...], rel: tuple[str, ...]) -> str:
-    return Target(outside, (*prefix, *rel)).display
+def _hidden_test(ws: Workspace, target: Target) -> Callable[[tuple[str, ...]], bool] | None:
+    """What a walk below ``target`` asks of each entry, or ``None`` when nothing there
+    can be hidden (no patterns, or an approved walk outside the root)."""
+    if ws.hidden is None or not ws.hidden or target.outside:
+        return None
+    return ws.hidden.hides_last
+
+
+def _display(base: Target, rel: tuple[str, ...]) -> str:
+    return base.with_parts((*base.parts, *rel)).display
 
 
 def _check(name: str, value: int, maximum: int, minimum: int = 1) -> None:
@@ -397,6 +434,7 @@ class FindResult:
     visited: int
     skipped_secrets: int
     skipped_links: int
+    skipped_hidden: int = 0
 
 
 def find_files(
@@ -440,12 +478,13 @@ def find_files(
             max_depth=glob.max_depth,
             stats=stats,
             abort=abort,
+            hidden=_hidden_test(ws, target),
         ):
             if glob.matches("/".join(rel)):
                 if len(matches) >= max_results:
                     truncation = "max_results"
                     break
-                matches.append(Target(target.outside, (*target.parts, *rel)).display)
+                matches.append(_display(target, rel))
     finally:
         os.close(opened)
     if truncation is None and stats.exhausted:
@@ -459,6 +498,7 @@ def find_files(
         stats.visited,
         stats.skipped_secrets,
         stats.skipped_links,
+        stats.skipped_hidden,
     )
 
 
@@ -501,6 +541,7 @@ class GrepResult:
     skipped_large: int = 0
     skipped_secrets: int = 0
     skipped_links: int = 0
+    skipped_hidden: int = 0
 
 
 _WINDOW = 16 * 1024
@@ -799,7 +840,6 @@ def grep(
         finally:
             os.close(fd)
     else:
-        prefix = target.parts
         try:
             for dir_fd, name, rel in _walk_files(
                 opened,
@@ -810,6 +850,7 @@ def grep(
                 max_depth=file_glob.max_depth if file_glob is not None else None,
                 stats=stats,
                 abort=abort,
+                hidden=_hidden_test(ws, target),
             ):
                 if file_glob is not None and not file_glob.matches("/".join(rel)):
                     continue
@@ -819,7 +860,7 @@ def grep(
                     stats.skipped_links += 1  # swapped for a link or removed mid-walk
                     continue
                 try:
-                    state.search_fd(fd, functools.partial(_display, target.outside, prefix, rel))
+                    state.search_fd(fd, functools.partial(_display, target, rel))
                 finally:
                     os.close(fd)
                 if state.truncation is not None:
@@ -842,4 +883,5 @@ def grep(
         skipped_large=state.skipped_large,
         skipped_secrets=stats.skipped_secrets,
         skipped_links=stats.skipped_links,
+        skipped_hidden=stats.skipped_hidden,
     )

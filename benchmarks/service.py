@@ -1,0 +1,301 @@
+"""The Host against the raw store and the tools users compare it with, in the same run.
+
+- history: a page of 100 rows at 1,000,000 stored rows through ``Host.history`` against
+  the same keyset query run directly on the SQLite file (goal ≤ 2x time);
+- watch fan-out: one commit (a send's admission) to 1,000 watchers, p99 from the send to
+  each watcher's update (goal ≤ 50 ms);
+- send admissions per second (durable, each with its receipt) against raw SQLite commits
+  of the same size;
+- search: ``Host.search`` paging through 100 MiB of history against ``rg -j1 -F`` over the
+  same text exported to files (goal ≤ 3x time).
+
+    .venv/bin/python benchmarks/service.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import trio
+
+from emelex.agent import DenyAll
+from emelex.app import Agent
+from emelex.contracts import Position, QueueChanged
+from emelex.model import Message
+from emelex.service import Host
+from emelex.store import NewEvent, open_sqlite_store
+from emelex.testing import ScriptedModel, Wait
+
+try:
+    from benchmarks._table import Row, met, number, ratio
+except ImportError:  # run as a script
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    from benchmarks._table import Row, met, number, ratio
+
+WORDS = [
+    "the",
+    "agent",
+    "reads",
+    "a",
+    "file",
+    "and",
+    "proposes",
+    "a",
+    "tool",
+    "call",
+    "handler",
+    "résumé",
+    "Straße",
+    "café",
+]
+
+
+def idle_agent() -> Agent:
+    # The runner waits in its first turn, so admissions measure the queue, not turns.
+    model = ScriptedModel([[Wait(3600)]])
+    builder = Agent.builder().name("bench").instructions("x").model(model)
+    return builder.approver(DenyAll()).build()
+
+
+def row_text(rng: random.Random, chars: int) -> str:
+    words: list[str] = []
+    length = 0
+    while length < chars:
+        word = rng.choice(WORDS) if rng.random() > 0.0005 else "RareNeedle"
+        words.append(word)
+        length += len(word) + 1
+    return " ".join(words)
+
+
+async def fill(root: Path, workspace: Path, rows: int, chars: int) -> tuple[str, list[str]]:
+    """A Host session holding ``rows`` history rows (written straight to the store)."""
+    async with Host.open(root, agents={"bench": idle_agent()}) as host:
+        created = await host.create_session("bench", workspace, operation="create")
+    session_id = created.session.id
+    rng = random.Random(7)
+    texts: list[str] = []
+    async with open_sqlite_store(str(root / "host.db")) as store:
+        batch: list[NewEvent] = []
+        for n in range(rows):
+            text = row_text(rng, chars)
+            texts.append(text)
+            message = Message.user(text) if n % 2 == 0 else Message.assistant(text)
+            batch.append(NewEvent("turn.input", f"t{n // 2}", rows=(message,)))
+            if len(batch) == 2000:
+                await store.append_events(session_id, batch)
+                batch = []
+        if batch:
+            await store.append_events(session_id, batch)
+    return session_id, texts
+
+
+async def history_rows(root: Path, session_id: str, rows: int, repeat: int) -> list[Row]:
+    path = root / "host.db"
+    rng = random.Random(3)
+    starts = [rng.randrange(2, rows) for _ in range(repeat)]
+    db = sqlite3.connect(path)
+
+    def raw(start: int) -> float:
+        began = time.perf_counter()
+        db.execute(
+            "SELECT source_sequence, item_index, turn_id, role, internal, tool_name,"
+            " tool_call_id, body, thinking, message FROM rows WHERE session_id=?"
+            " AND source_sequence <= ? AND (source_sequence, item_index) > (?, ?)"
+            " ORDER BY source_sequence, item_index LIMIT ?",
+            (session_id, rows + 10, start, 0, 101),
+        ).fetchall()
+        return time.perf_counter() - began
+
+    raw_times = [raw(s) for s in starts]
+    db.close()
+    ours: list[float] = []
+    async with Host.open(root, agents={"bench": idle_agent()}) as host:
+        fence = (await host.history(session_id, limit=1)).through
+        for start in starts:
+            began = time.perf_counter()
+            page = await host.history(
+                session_id,
+                through=fence,
+                after=Position(source_sequence=start, item_index=0),
+                limit=100,
+            )
+            ours.append(time.perf_counter() - began)
+            assert len(page.rows) == 100
+    our, anchor = statistics.median(ours), statistics.median(raw_times)
+    times = our / anchor
+    print(f"history page: host {our * 1e3:.2f} ms, raw {anchor * 1e3:.2f} ms, {times:.2f}x")
+    return [
+        Row(
+            f"history page of 100 rows at {rows:,} rows (median of {repeat})",
+            f"{our * 1e3:.2f} ms",
+            f"{anchor * 1e3:.2f} ms raw SQLite keyset",
+            ratio(times),
+            "≤ 2x",
+            met(times <= 2),
+        )
+    ]
+
+
+async def fan_out(root: Path, workspace: Path, watchers: int) -> list[Row]:
+    latencies: list[float] = []
+    async with Host.open(
+        root, agents={"bench": idle_agent()}, queue_capacity=10_000, watch_buffer=64
+    ) as host:
+        session_id = (await host.create_session("bench", workspace, operation="c")).session.id
+        ready = 0
+        all_ready = trio.Event()
+        sent_at: list[float] = []
+
+        async def watcher() -> None:
+            nonlocal ready
+            async with host.watch(session_id) as updates:
+                async for update in updates:
+                    if isinstance(update, QueueChanged):
+                        if not sent_at:
+                            ready += 1
+                            if ready == watchers:
+                                all_ready.set()
+                            continue
+                        latencies.append(trio.current_time() - sent_at[0])
+                        return
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(watchers):
+                nursery.start_soon(watcher)
+            await all_ready.wait()
+            sent_at.append(trio.current_time())
+            await host.send(session_id, "go", operation="send")
+    latencies.sort()
+    p50 = latencies[len(latencies) // 2]
+    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    print(f"fan-out to {watchers}: p50 {p50 * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms")
+    return [
+        Row(
+            f"watch fan-out, one commit to {watchers:,} watchers, p99",
+            f"{p99 * 1e3:.1f} ms",
+            f"p50 {p50 * 1e3:.1f} ms",
+            goal="≤ 50 ms",
+            met=met(p99 <= 0.050),
+        )
+    ]
+
+
+async def admissions(root: Path, workspace: Path, count: int) -> list[Row]:
+    async with Host.open(root, agents={"bench": idle_agent()}, queue_capacity=count + 1) as host:
+        session_id = (await host.create_session("bench", workspace, operation="c")).session.id
+        began = time.perf_counter()
+        for n in range(count):
+            await host.send(session_id, f"task {n}", operation=f"send-{n}")
+        ours = time.perf_counter() - began
+    path = root / "raw.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("CREATE TABLE e (s INTEGER PRIMARY KEY, payload TEXT)")
+    db.execute("CREATE TABLE o (ref TEXT PRIMARY KEY, receipt TEXT)")
+    began = time.perf_counter()
+    for n in range(count):
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("INSERT INTO e VALUES (?, ?)", (n, f'{{"text": "task {n}"}}'))
+        db.execute("INSERT INTO o VALUES (?, ?)", (f"send-{n}", "{}"))
+        db.execute("COMMIT")
+    raw = time.perf_counter() - began
+    db.close()
+    rate, raw_rate = count / ours, count / raw
+    print(f"admissions: {rate:,.0f}/s, raw SQLite {raw_rate:,.0f}/s")
+    return [
+        Row(
+            f"send admissions/s ({count:,} durable sends with receipts)",
+            f"{number(rate, 0)}/s",
+            f"{number(raw_rate, 0)}/s raw SQLite commits",
+            ratio(rate / raw_rate, unit="speed"),
+        )
+    ]
+
+
+async def search(root: Path, session_id: str, texts: list[str], mib: int) -> list[Row]:
+    rg = shutil.which("rg")
+    name = f"search {mib} MiB of history, rare literal"
+    if rg is None:
+        return [Row.skipped(name, "rg not installed", "≤ 3x")]
+    async with Host.open(root, agents={"bench": idle_agent()}) as host:
+        began = time.perf_counter()
+        hits = 0
+        after: Position | None = None
+        through: int | None = None
+        while True:
+            page = await host.search(
+                session_id, "RareNeedle", case_sensitive=True, through=through, after=after
+            )
+            hits += len(page.hits)
+            through = page.through
+            if page.next_after is None:
+                break
+            after = page.next_after
+        ours = time.perf_counter() - began
+    with tempfile.TemporaryDirectory() as temp:
+        folder = Path(temp)
+        for index in range(0, len(texts), 1000):
+            chunk = "\n".join(texts[index : index + 1000]) + "\n"
+            (folder / f"rows{index // 1000:05d}.txt").write_text(chunk, encoding="utf-8")
+        argv = [rg, "-j1", "-F", "--no-filename", "--count-matches", "-e", "RareNeedle", "."]
+        began = time.perf_counter()
+        out = await trio.run_process(argv, cwd=folder, capture_stdout=True, check=False)
+        theirs = time.perf_counter() - began
+    rg_hits = sum(int(line) for line in out.stdout.decode().split())
+    times = ours / theirs
+    print(f"search: host {ours:.2f} s ({hits} hits), rg {theirs:.2f} s ({rg_hits}), {times:.2f}x")
+    return [
+        Row(
+            name,
+            f"{ours:.2f} s",
+            f"{theirs:.2f} s rg -j1 -F",
+            ratio(times),
+            "≤ 3x",
+            met(times <= 3),
+            "" if hits == rg_hits else f"hits differ: emelex {hits}, rg {rg_hits}",
+        )
+    ]
+
+
+async def measure(quick: bool) -> list[Row]:
+    rows = 100_000 if quick else 1_000_000
+    mib = 10 if quick else 100
+    out: list[Row] = []
+    with tempfile.TemporaryDirectory() as temp:
+        base = Path(temp)
+        workspace = base / "work"
+        workspace.mkdir()
+        session_id, _ = await fill(base / "history", workspace, rows, 60)
+        out += await history_rows(base / "history", session_id, rows, 5 if quick else 25)
+        out += await fan_out(base / "fanout", workspace, 1000)
+        out += await admissions(base / "send", workspace, 200 if quick else 2000)
+        chars = 1000
+        search_rows = mib * 1024 * 1024 // chars
+        session_id, texts = await fill(base / "search", workspace, search_rows, chars)
+        out += await search(base / "search", session_id, texts, mib)
+    return out
+
+
+def rows(quick: bool) -> list[Row]:
+    return trio.run(measure, quick)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="100,000 rows, 10 MiB")
+    args = parser.parse_args()
+    for row in rows(args.quick):
+        print(row)
+
+
+if __name__ == "__main__":
+    main()

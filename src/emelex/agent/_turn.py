@@ -1,0 +1,402 @@
+"""The turn actor: drives one :class:`TurnCore` as a tree of runtime actors (model
+job, approvals, tools) under the session's actor, and resolves how a turn ends.
+
+The session owns committed history and hands each turn here; nothing in this module
+keeps state between turns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import attrs
+import trio
+
+from emelex._text import shorten
+from emelex.agent import _tracing as tracing
+from emelex.agent._approval import ApprovalContext, ApprovalDecision, ApprovalPolicy, Approve, Deny
+from emelex.agent._ceilings import RequestSize
+from emelex.agent._errors import (
+    AgentError,
+    ApprovalFailed,
+    EventConsumerError,
+    ModelFailed,
+    TurnCancelled,
+)
+from emelex.agent._events import (
+    AgentEvent,
+    ApprovalRequested,
+    ApprovalResolved,
+    ToolProgress,
+    TurnFailed,
+)
+from emelex.agent._tool_table import RegisteredTool
+from emelex.agent._turn_core import AgentTurn, PlannedCall, TurnCore
+from emelex.agent._video import without_video
+from emelex.model import Client, Completed, GenerationRequest, Message
+from emelex.runtime import (
+    CURRENT,
+    ActorCall,
+    ActorContext,
+    ActorKind,
+    ActorNursery,
+    ActorState,
+    AgentCancellation,
+    CancellationPolicy,
+    Supervisor,
+)
+from emelex.tools import (
+    ArgumentConversionError,
+    RetryWithFeedback,
+    ToolCancellationPolicy,
+    ToolInvocation,
+    ToolOutput,
+)
+
+EventConsumer = Callable[[AgentEvent], object]
+
+#: Longest error text reported to the model for a failing tool.
+MAX_TOOL_ERROR_CHARS = 2_000
+
+_RUNTIME_POLICY = {
+    ToolCancellationPolicy.FINISH_ONCE_STARTED: CancellationPolicy.FINISH_ONCE_STARTED,
+    ToolCancellationPolicy.INTERRUPTIBLE: CancellationPolicy.DROP,
+}
+
+
+class _EventSink:
+    """Delivers events in order; the first consumer failure cancels the turn."""
+
+    __slots__ = ("_consumer", "failure", "scope")
+
+    def __init__(self, consumer: EventConsumer | None) -> None:
+        self._consumer = consumer
+        self.failure: Exception | None = None
+        self.scope: trio.CancelScope | None = None
+
+    def emit_all(self, events: Iterable[AgentEvent]) -> None:
+        consumer = self._consumer
+        if consumer is None or self.failure is not None:
+            return
+        for event in events:
+            try:
+                consumer(event)
+            except Exception as exc:
+                self.failure = exc
+                if self.scope is not None:
+                    self.scope.cancel()
+                return
+
+
+class _CancelRoute:
+    """Where a turn's AgentCancellation goes.
+
+    While a FINISH_ONCE_STARTED tool is past its start point the turn must wait for its
+    one terminal result anyway, so the signal goes straight to the tool (one Event set)
+    and the turn's scope is cancelled only once that result is recorded. Cancelling the
+    scope at once would cost a ``trio.Cancelled`` delivery to the waiting owner and make
+    the tool wait for the owner to be scheduled before it hears of the cancellation.
+    Otherwise (model job, approval, a tool not yet started) the turn's scope is
+    cancelled at once.
+    """
+
+    __slots__ = ("cancelled", "running", "scope")
+
+    def __init__(self, scope: trio.CancelScope) -> None:
+        self.scope = scope
+        self.running: ActorCall[Any] | None = None
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        running = self.running
+        if (
+            running is not None
+            and running.policy is CancellationPolicy.FINISH_ONCE_STARTED
+            and running.past_start_point
+            and not running.finished
+        ):
+            running.cancel()
+        else:
+            self.scope.cancel()
+
+
+def _bounded(text: str) -> str:
+    return shorten(text, MAX_TOOL_ERROR_CHARS)
+
+
+@attrs.frozen
+class TurnOutcome:
+    """How :meth:`TurnDriver.drive` ended: a result, or an error and/or a consumer
+    failure (``sink.failure``) for :func:`turn_failure` to resolve."""
+
+    result: AgentTurn | None
+    sink: _EventSink
+    error: BaseException | None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.result is not None and self.sink.failure is None and self.error is None
+
+
+class TurnDriver:
+    """Runs a session's turns: one turn actor per turn, below the session's actor."""
+
+    __slots__ = ("_approval", "_client", "_session_id", "_workspace_root")
+
+    def __init__(
+        self, *, session_id: str, client: Client, approval: ApprovalPolicy, workspace_root: str
+    ) -> None:
+        self._session_id = session_id
+        self._client = client
+        self._approval = approval
+        self._workspace_root = workspace_root
+
+    async def drive(
+        self,
+        supervisor: Supervisor,
+        core: TurnCore,
+        cancellation: AgentCancellation,
+        on_event: EventConsumer | None,
+    ) -> TurnOutcome:
+        """Run ``core`` to its end. Never raises: every error is in the outcome (the
+        caller commits or resolves history first, then raises)."""
+        sink = _EventSink(on_event)
+        session_node = supervisor.register(
+            ActorKind.SESSION, f"session {self._session_id}", CURRENT
+        )
+        session_node.state = ActorState.RUNNING
+        tracing.session_started(session_node, self._session_id)
+        result: AgentTurn | None = None
+        error: BaseException | None = None
+        try:
+            async with supervisor.open_actor(
+                ActorKind.TURN, f"turn {core.turn_id}", parent=session_node
+            ) as turn:
+                # The turn's own scope is the one AgentCancellation and a failing consumer
+                # cancel: the caller's scopes are left alone, so TurnCancelled can be told
+                # apart from the caller's own cancellation.
+                sink.scope = turn.cancel_scope
+                route = _CancelRoute(turn.cancel_scope)
+                remove = cancellation.add_callback(route.cancel)
+                tracing.turn_started(turn.actor, self._session_id, core, self._client.model)
+                try:
+                    result = await self._drive(core, turn, sink, route)
+                finally:
+                    remove()
+                    tracing.turn_ended(
+                        turn.actor, core, result, sink.failure is not None, cancellation.cancelled
+                    )
+        except BaseException as exc:
+            error = exc
+        finally:
+            supervisor.close_actor(session_node)
+        return TurnOutcome(result, sink, error)
+
+    async def _drive(
+        self,
+        core: TurnCore,
+        turn: ActorNursery,
+        sink: _EventSink,
+        route: _CancelRoute,
+    ) -> AgentTurn:
+        sink.emit_all(core.start())
+        while True:
+            await trio.lowlevel.checkpoint_if_cancelled()
+            request, events = core.begin_round()
+            sink.emit_all(events)
+            await turn.run(
+                self._model_job,
+                request,
+                core,
+                sink,
+                kind=ActorKind.MODEL_JOB,
+                name=f"round {core.round}",
+            )
+            plan, events = core.end_round()
+            sink.emit_all(events)
+            if not plan:
+                break
+            for item in plan:
+                await self._resolve_call(core, turn, sink, item, route)
+            core.finish_batch()
+        result, events = core.commit()
+        sink.emit_all(events)
+        return result
+
+    async def _model_job(
+        self, ctx: ActorContext, request: GenerationRequest, core: TurnCore, sink: _EventSink
+    ) -> None:
+        tracing.model_round_started(ctx.actor, self._client.model, request)
+        async with self._client.generate(request) as stream:
+            async for event in stream:
+                sink.emit_all(core.on_model_event(event))
+                if isinstance(event, Completed):
+                    tracing.model_round_completed(ctx.actor, event.response)
+
+    async def _resolve_call(
+        self,
+        core: TurnCore,
+        turn: ActorNursery,
+        sink: _EventSink,
+        item: PlannedCall,
+        route: _CancelRoute,
+    ) -> None:
+        call = item.call
+        if item.immediate is not None or item.tool is None:
+            output = item.immediate or ToolOutput.error(f"unknown tool {call.name!r}")
+            sink.emit_all(core.record_result(call.id, output, executed=False))
+            return
+        entry = item.tool
+        try:
+            reason = entry.tool.approval_reason(call.arguments)
+        except (ArgumentConversionError, RetryWithFeedback) as exc:
+            # The model can fix this one: arguments that do not convert, or a rule's
+            # explicit request for a correction.
+            output = ToolOutput.feedback(_bounded(f"{call.name}: {exc}"))
+            sink.emit_all(core.record_result(call.id, output, False))
+            return
+        except Exception as exc:
+            message = _bounded(f"tool {call.name!r} could not describe its action: {exc}")
+            sink.emit_all(core.record_result(call.id, ToolOutput.error(message), False))
+            return
+        approved = False
+        if reason is not None:
+            # Never ask anyone to approve work for a turn that is already being torn down.
+            await trio.lowlevel.checkpoint_if_cancelled()
+            sink.emit_all([ApprovalRequested(core.turn_id, call.id, reason)])
+            context = ApprovalContext(
+                self._session_id,
+                core.turn_id,
+                call,
+                entry.definition,
+                reason,
+                workspace_root=self._workspace_root,
+            )
+            decision = await turn.run(
+                self._approval_job, context, kind=ActorKind.APPROVAL, name=call.name
+            )
+            sink.emit_all([ApprovalResolved(core.turn_id, call.id, decision)])
+            if isinstance(decision, Deny):
+                output = ToolOutput.error(_bounded(f"denied: {decision.reason}"))
+                sink.emit_all(core.record_result(call.id, output, executed=False))
+                return
+            approved = True
+        invocation = ToolInvocation(
+            call,
+            AgentCancellation(),
+            core.turn_id,
+            self._session_id,
+            approved=approved,
+            validated=True,  # by the turn core, against the tool table's schema
+            progress_sink=lambda message, done, total: sink.emit_all(
+                [ToolProgress(core.turn_id, call.id, message, done, total)]
+            ),
+        )
+        running = turn.call(
+            self._tool_job,
+            entry,
+            invocation,
+            core,
+            sink,
+            kind=ActorKind.TOOL,
+            name=call.name,
+            policy=_RUNTIME_POLICY[entry.policy],
+        )
+        route.running = running
+        try:
+            output = await running.result()
+        except trio.Cancelled:
+            if running.finished:
+                # FINISH_ONCE_STARTED: the one terminal result belongs in the checkpoint.
+                finished = running.value if running.error is None else None
+                output = _as_output(call.name, finished, running.error)
+                sink.emit_all(core.record_result(call.id, output, executed=True))
+            raise
+        except Exception as exc:
+            output = _as_output(call.name, None, exc)
+        finally:
+            route.running = None
+        sink.emit_all(core.record_result(call.id, output, executed=True))
+        if route.cancelled:
+            # AgentCancellation arrived while the tool ran and was routed to the tool
+            # alone; with its one result recorded, the turn now ends as cancelled.
+            route.scope.cancel()
+            await trio.lowlevel.checkpoint_if_cancelled()
+
+    async def _approval_job(self, ctx: ActorContext, context: ApprovalContext) -> ApprovalDecision:
+        try:
+            decision = await self._approval.decide(context)
+        except Exception as exc:
+            raise ApprovalFailed(f"approval policy raised {type(exc).__name__}: {exc}") from exc
+        if not isinstance(decision, Approve | Deny):
+            raise ApprovalFailed(f"approval policy returned {decision!r}, not Approve or Deny")
+        tracing.approval_decided(ctx.actor, context.call, decision)
+        return decision
+
+    @staticmethod
+    async def _tool_job(
+        ctx: ActorContext,
+        entry: RegisteredTool,
+        invocation: ToolInvocation,
+        core: TurnCore,
+        sink: _EventSink,
+    ) -> ToolOutput:
+        tracing.tool_started(ctx.actor, entry.definition, invocation.call)
+        await ctx.start_point()
+        sink.emit_all(core.tool_started(invocation.call.id))
+        ctx.on_cancel_requested(invocation.cancellation.cancel)
+        output = _as_output(entry.definition.name, await entry.tool.invoke(invocation), None)
+        tracing.tool_returned(ctx.actor, output)
+        return output
+
+
+def turn_failure(
+    core: TurnCore,
+    outcome: TurnOutcome,
+    cancellation: AgentCancellation,
+    fallible: bool,
+    commit: Callable[[Sequence[Message], RequestSize | None], None],
+) -> BaseException:
+    """Resolve the failed turn's history (``commit`` appends the rolled-back or
+    checkpointed messages) and return the exception to raise."""
+    sink, error = outcome.sink, outcome.error
+    resolution = core.abort()
+    commit(resolution.messages, core.size)
+    if sink.failure is not None:
+        if fallible:
+            failure: BaseException = EventConsumerError(
+                f"the event consumer raised {type(sink.failure).__name__}: {sink.failure}"
+            )
+            failure.__cause__ = sink.failure
+        else:
+            failure = sink.failure
+    elif error is None or (isinstance(error, trio.Cancelled) and cancellation.cancelled):
+        failure = TurnCancelled("the turn was cancelled")
+    elif isinstance(error, trio.Cancelled) or not isinstance(error, Exception):
+        # The caller's own scope was cancelled (or the process is exiting).
+        sink.emit_all([TurnFailed(core.turn_id, type(error).__name__, resolution.rolled_back)])
+        return error
+    elif isinstance(error, AgentError):
+        failure = error
+    else:
+        failure = ModelFailed(f"the model failed: {type(error).__name__}: {error}")
+        failure.__cause__ = error
+    if isinstance(failure, AgentError):
+        failure.rolled_back = resolution.rolled_back
+        failure.checkpoint = resolution.messages
+    sink.emit_all([TurnFailed(core.turn_id, str(failure), resolution.rolled_back)])
+    return failure
+
+
+def _as_output(name: str, value: object, error: BaseException | None) -> ToolOutput:
+    if isinstance(error, RetryWithFeedback):
+        return ToolOutput.feedback(_bounded(str(error)))
+    if error is not None:
+        return ToolOutput.error(_bounded(f"tool {name!r} failed: {type(error).__name__}: {error}"))
+    if isinstance(value, ToolOutput):
+        return without_video(name, value)
+    if isinstance(value, str):
+        return ToolOutput(value)
+    return ToolOutput.error(f"tool {name!r} returned {type(value).__name__}, not a ToolOutput")

@@ -1,0 +1,41 @@
+"""Store rows as the wire's history rows.
+
+Rows come from the Host's own store, whose every value was checked on the way in (and
+whose types are checked again on the way out, see ``emelex.store``), so they are built
+with :func:`emelex.contracts.trusted`: the construction checks cost more than the read.
+"""
+
+from __future__ import annotations
+
+from emelex.contracts import HistoryRow, Position, ToolCallInfo, trusted
+from emelex.store import Position as StorePosition
+from emelex.store import StoredRow
+
+
+def wire_position(position: StorePosition) -> Position:
+    return trusted(
+        Position, source_sequence=position.source_sequence, item_index=position.item_index
+    )
+
+
+def store_position(position: Position) -> StorePosition:
+    return StorePosition(position.source_sequence, position.item_index)
+
+
+def wire_row(row: StoredRow) -> HistoryRow:
+    fields = row.fields
+    return trusted(
+        HistoryRow,
+        position=wire_position(row.position),
+        turn_id=row.turn_id,
+        role=fields.role,
+        body=fields.body,
+        thinking=fields.thinking,
+        tool_calls=tuple(
+            trusted(ToolCallInfo, id=call.id, name=call.name, arguments=call.arguments)
+            for call in row.tool_calls
+        ),
+        tool_call_id=fields.tool_call_id,
+        tool_name=fields.tool_name,
+        internal=fields.internal,
+    )

@@ -1,0 +1,260 @@
+"""The store's tables, and forward migrations from every earlier schema.
+
+Schema 1 (before the event log) kept one ``messages`` table per session. Schema 2 keeps an
+append-only ``events`` log per session; history ``rows`` are derived from events and
+addressed by position; ``operations`` keeps the receipt of every caller-named mutation.
+Opening an older store migrates it in one transaction; a newer one is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from itertools import groupby
+
+from emelex._errors import SerializationError
+from emelex._text import clip
+from emelex.model import Message, from_json, to_json
+from emelex.store._errors import StoreCorrupt, StoreError
+from emelex.store._log import ToolNames, turn_events
+from emelex.store._permissions import create_private_file, warn_if_looser
+
+SCHEMA_VERSION = 2
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    authority TEXT NOT NULL,
+    config TEXT NOT NULL,
+    turns INTEGER NOT NULL DEFAULT 0,
+    title TEXT NOT NULL DEFAULT '',
+    last_sequence INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS events (
+    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    sequence INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    turn_id TEXT,
+    at REAL NOT NULL,
+    payload TEXT NOT NULL,
+    PRIMARY KEY (session_id, sequence)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS rows (
+    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    source_sequence INTEGER NOT NULL,
+    item_index INTEGER NOT NULL,
+    turn_id TEXT NOT NULL,
+    role TEXT NOT NULL,
+    internal INTEGER NOT NULL,
+    tool_name TEXT,
+    tool_call_id TEXT,
+    body TEXT NOT NULL,
+    thinking TEXT,
+    tool_calls TEXT,
+    message TEXT NOT NULL,
+    PRIMARY KEY (session_id, source_sequence, item_index)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS calls (
+    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    call_id TEXT NOT NULL,
+    tool_name TEXT NOT NULL,
+    PRIMARY KEY (session_id, call_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS operations (
+    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    reference TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    sequence INTEGER NOT NULL,
+    receipt TEXT NOT NULL,
+    PRIMARY KEY (session_id, reference)
+) WITHOUT ROWID;
+"""
+
+INSERT_EVENT = (
+    "INSERT INTO events (session_id, sequence, kind, turn_id, at, payload)"
+    " VALUES (?, ?, ?, ?, ?, ?)"
+)
+INSERT_ROW = (
+    "INSERT INTO rows (session_id, source_sequence, item_index, turn_id, role, internal,"
+    " tool_name, tool_call_id, body, thinking, tool_calls, message)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _create_tables(db: sqlite3.Connection) -> None:
+    # Statement by statement: executescript would commit the open transaction first.
+    for statement in _TABLES.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
+def _schema_version(db: sqlite3.Connection, path: str) -> int | None:
+    has_meta = db.execute(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
+    ).fetchone()
+    if has_meta is None:
+        return None
+    row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+    if row is None:
+        return None
+    if not isinstance(row[0], str) or not row[0].isdigit():
+        raise StoreCorrupt(
+            f"schema version {clip(repr(row[0]), 60)} is not a number",
+            path=path,
+            field="meta.schema",
+        )
+    return int(row[0])
+
+
+def _migrate_1_to_2(db: sqlite3.Connection, path: str) -> None:
+    """Replay every stored turn of schema 1 as the events it would have appended."""
+    db.execute("ALTER TABLE sessions ADD COLUMN last_sequence INTEGER NOT NULL DEFAULT 0")
+    _create_tables(db)  # sessions and meta exist already and are kept
+    sessions = [r[0] for r in db.execute("SELECT id FROM sessions ORDER BY id").fetchall()]
+    for session_id in sessions:
+        stored = db.execute(
+            "SELECT seq, turn_id, body, (SELECT updated_at FROM sessions WHERE id=?)"
+            " FROM messages WHERE session_id=? ORDER BY seq",
+            (session_id, session_id),
+        ).fetchall()
+        sequence = 0
+        names = ToolNames()
+        for turn_id, group in groupby(stored, key=lambda r: r[1]):
+            messages = []
+            at = 0.0
+            for seq, _turn, body, updated in group:
+                field = f"messages[seq={seq}].body"
+                if not isinstance(body, str):
+                    raise StoreCorrupt(
+                        "expected text", path=path, session_id=session_id, field=field
+                    )
+                try:
+                    messages.append(from_json(body, Message))
+                except SerializationError as exc:
+                    raise StoreCorrupt(
+                        str(exc), path=path, session_id=session_id, field=field
+                    ) from exc
+                at = float(updated) if isinstance(updated, int | float) else 0.0
+            for event in turn_events(str(turn_id), messages):
+                sequence += 1
+                payload = dict(event.payload, migrated=True)
+                db.execute(
+                    INSERT_EVENT,
+                    (session_id, sequence, event.kind, event.turn_id, at, json.dumps(payload)),
+                )
+                for index, message in enumerate(event.rows):
+                    insert_row(db, session_id, sequence, index, str(turn_id), message, names)
+        db.execute("UPDATE sessions SET last_sequence=? WHERE id=?", (sequence, session_id))
+    db.execute("DROP TABLE messages")
+
+
+def insert_row(
+    db: sqlite3.Connection,
+    session_id: str,
+    sequence: int,
+    index: int,
+    turn_id: str,
+    message: Message,
+    names: ToolNames,
+    *,
+    internal: bool = False,
+) -> None:
+    fields = names.row_fields(message, internal=internal)
+    db.execute(
+        INSERT_ROW,
+        (
+            session_id,
+            sequence,
+            index,
+            turn_id,
+            fields.role,
+            int(fields.internal),
+            fields.tool_name,
+            fields.tool_call_id,
+            fields.body,
+            fields.thinking,
+            calls_json(message),
+            to_json(message),
+        ),
+    )
+    if message.tool_calls:
+        # Tool rows carry only the call id; this keeps the name for results stored later.
+        db.executemany(
+            "INSERT OR IGNORE INTO calls (session_id, call_id, tool_name) VALUES (?, ?, ?)",
+            [(session_id, call.id, call.name) for call in message.tool_calls],
+        )
+
+
+def calls_json(message: Message) -> str | None:
+    """The proposed calls as ``[[id, name, arguments], ...]`` (None without calls), so
+    pages and searches need not decode the whole message."""
+    if not message.tool_calls:
+        return None
+    return json.dumps([[c.id, c.name, c.arguments] for c in message.tool_calls])
+
+
+#: ``MIGRATIONS[n]`` turns schema ``n`` into schema ``n + 1`` (inside one transaction).
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection, str], None]] = {1: _migrate_1_to_2}
+
+
+def prepare(db: sqlite3.Connection, path: str) -> None:
+    """Create the tables of a new store or migrate an older one, in one transaction."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        version = _schema_version(db, path)
+        if version is None:
+            _create_tables(db)
+            db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+        elif version > SCHEMA_VERSION:
+            raise StoreError(
+                f"store {path} has schema {version}, newer than this emelex"
+                f" understands ({SCHEMA_VERSION}): upgrade emelex to open it"
+            )
+        else:
+            while version < SCHEMA_VERSION:
+                if version not in MIGRATIONS:
+                    raise StoreError(f"store {path}: no migration from schema {version}")
+                MIGRATIONS[version](db, path)
+                version += 1
+            db.execute("UPDATE meta SET value=? WHERE key='schema'", (str(SCHEMA_VERSION),))
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
+    """Open one connection; the writer also creates or migrates the tables."""
+    if not readonly:
+        try:
+            create_private_file(path)
+        except OSError as exc:
+            raise StoreError(f"cannot open store {path}: {exc.strerror or exc}") from exc
+        try:
+            # SQLite only says "unable to open database file": ask the system why first.
+            with open(path, "rb+"):
+                pass
+        except OSError as exc:
+            raise StoreError(f"cannot open store {path}: {exc.strerror or exc}") from exc
+        warn_if_looser(path)
+    try:
+        connection = sqlite3.connect(path, isolation_level=None, check_same_thread=True)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open store {path}: {exc}") from exc
+    try:
+        if readonly:
+            connection.execute("PRAGMA query_only=ON")
+        else:
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA synchronous=NORMAL")
+        connection.execute("PRAGMA foreign_keys=ON")
+        if not readonly:
+            prepare(connection, path)
+    except BaseException:
+        connection.close()
+        raise
+    return connection
