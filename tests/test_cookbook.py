@@ -47,13 +47,15 @@ def _buffer_verdict() -> None:
 
 
 def test_the_cookbook_has_every_recipe() -> None:
-    assert {page.stem for page in PAGES} >= {
+    assert {page.stem for page in PAGES} == {
         "typed-output",
         "approval-rules",
         "approval-ui",
         "cancel-from-a-ui",
         "resume-a-stored-session",
         "mcp-server",
+        "asyncio-library-in-a-tool",
+        "tracing-to-a-collector",
         "local-model-chat-template",
         "openai-compatible-server",
         "testing-tools-with-the-cancellation-suite",
