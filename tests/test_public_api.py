@@ -332,6 +332,10 @@ EXPECTED = {
         "Client",
         "to_json",
         "from_json",
+        "TokenCounter",
+        "count_usage",
+        "estimate_tokens",
+        "estimate_usage",
     },
     "emelex.model.llama": {
         "TINY_CHAT_TEMPLATE",

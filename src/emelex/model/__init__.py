@@ -14,6 +14,7 @@ from emelex.model._errors import (
     InvalidResponse,
     ModelError,
 )
+from emelex.model._estimate import TokenCounter, count_usage, estimate_tokens, estimate_usage
 from emelex.model._events import (
     Completed,
     FinishReason,
@@ -76,6 +77,11 @@ __all__ = [
     "Response",
     "Usage",
     "FinishReason",
+    # usage estimates
+    "TokenCounter",
+    "count_usage",
+    "estimate_tokens",
+    "estimate_usage",
     # models
     "Capabilities",
     "AgentModel",
