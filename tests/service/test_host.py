@@ -14,6 +14,7 @@ import trio
 from emelex.agent import DenyAll
 from emelex.app import Agent
 from emelex.contracts import (
+    AgentName,
     AgentWorker,
     ApproveResponse,
     AttachmentMeta,
@@ -573,11 +574,11 @@ async def test_a_coordinator_starts_workers_and_collects_results(tmp_path: Path)
             == forked
         )
         fresh = await host.start_worker(
-            hub.id, AgentWorker(agent="other"), "do part 2", operation="w2", tools=[]
+            hub.id, AgentWorker(agent=AgentName("other")), "do part 2", operation="w2", tools=[]
         )
         with pytest.raises(ForkRefused, match="cannot enable"):
             await host.start_worker(
-                hub.id, AgentWorker(agent="other"), "x", operation="w3", tools=["rm_rf"]
+                hub.id, AgentWorker(agent=AgentName("other")), "x", operation="w3", tools=["rm_rf"]
             )
         for worker in (forked.worker_id, fresh.worker_id):
             await until_idle(host, worker)
