@@ -294,6 +294,7 @@ EXPECTED = {
         "TurnFailed",
         "AgentError",
         "ToolJournal",
+        "current_turn",
         "check_max_retries",
         "ToolJournalFailed",
         "ToolUnavailable",

@@ -202,9 +202,10 @@ async def test_search_pages_name_the_original_field(tmp_path: Path) -> None:
         await host.send(session.id, "Which STRASSE?", operation="s1")
         await until_idle(host, session.id)
         page = await host.search(session.id, "strasse")
-        assert [(h.position.source_sequence, h.field, h.start, h.end) for h in page.hits] == [
-            (4, "body", 6, 13),  # the user row; simple folding leaves "ß" alone
-            (5, "body", 20, 27),
+        user, answer = (await host.history(session.id)).rows
+        assert [(h.position, h.field, h.start, h.end) for h in page.hits] == [
+            (user.position, "body", 6, 13),  # simple folding leaves "ß" alone
+            (answer.position, "body", 20, 27),
         ]
         exact = await host.search(session.id, "strasse", case_sensitive=True)
         assert [(h.start, h.end) for h in exact.hits] == [(20, 27)]
@@ -595,3 +596,30 @@ async def test_a_coordinator_starts_workers_and_collects_results(tmp_path: Path)
     async with Host.open(tmp_path / "host", agents=agents) as host:
         again = await host.workers(hub.id)
         assert [w.worker_id for w in again.workers] == [forked.worker_id, fresh.worker_id]
+
+
+async def test_context_reports_the_latest_main_request(tmp_path: Path) -> None:
+    rounds = agent([Call("note", {"text": "x"})], [Say("done")])
+    async with Host.open(tmp_path / "host", agents={"helper": rounds}) as host:
+        session = (await host.create_session("helper", tmp_path, operation="c")).session
+        assert (await host.context(session.id)).request is None
+        sent = await host.send(session.id, "note it", operation="s1")
+        interaction_id = await until_pending(host, session.id)
+        first = (await host.context(session.id)).request
+        assert first is not None and first.state == "completed"  # the round that asked
+        assert first.invocation_id == sent.invocation_id and first.turn_id
+        assert {g.role for g in first.groups} >= {"system", "user"}
+        assert [t.name for t in first.tools] == ["note"]
+        assert first.estimated_tokens  # ours, beside what the provider reported:
+        assert first.provider_input_tokens is not None
+        await host.respond(session.id, interaction_id, ApproveResponse(), operation="a1")
+        await until_idle(host, session.id)
+        report = await host.context(session.id)
+        assert report.request is not None and report.request.turn_id == first.turn_id
+        assert report.request.prepared_sequence > first.prepared_sequence
+        roles = {g.role: g.messages for g in report.request.groups}
+        assert roles["tool"] == 1 and roles["assistant"] == 1
+        pinned = await host.context(session.id, through=first.prepared_sequence)
+        assert pinned.request is not None and pinned.request.state == "running"
+    async with Host.open(tmp_path / "host", agents={"helper": agent()}) as host:
+        assert (await host.context(session.id)).request == report.request

@@ -63,7 +63,7 @@ from emelex.agent._events import (
 )
 from emelex.agent._session import AgentSession
 from emelex.agent._tool_table import DEFAULT_TOOL_RETRIES
-from emelex.agent._turn import EventConsumer, ToolJournal
+from emelex.agent._turn import EventConsumer, ToolJournal, current_turn
 from emelex.agent._turn_core import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_MAX_ROUNDS,
@@ -86,6 +86,7 @@ from emelex.tools import (
 from emelex.tools.builtin import WebSearchProvider, WebSearchResult
 
 __all__ = [
+    "current_turn",
     "check_max_retries",
     "AUTHORITY_VERSION",
     "DEFAULT_MAX_RETRIES",

@@ -8,6 +8,7 @@ keeps state between turns.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 import attrs
@@ -56,6 +57,17 @@ from emelex.tools import (
 )
 
 EventConsumer = Callable[[AgentEvent], object]
+
+_CURRENT_TURN: ContextVar[tuple[str, str] | None] = ContextVar("emelex_turn", default=None)
+
+
+def current_turn() -> tuple[str, str] | None:
+    """``(session_id, turn_id)`` of the turn the calling task belongs to (its model job,
+    approvals and tools), or None outside a turn. A model wrapper or tool can use it to
+    say which turn a call belongs to."""
+    return _CURRENT_TURN.get()
+
+
 #: Awaited with (turn id, checkpoint) before each tool call may start; see
 #: :meth:`emelex.agent.AgentSessionBuilder.tool_journal`.
 ToolJournal = Callable[[str, tuple[Message, ...]], Awaitable[None]]
@@ -181,6 +193,8 @@ class TurnDriver:
         tracing.session_started(session_node, self._session_id)
         result: AgentTurn | None = None
         error: BaseException | None = None
+        # Tasks of this turn (model job, approvals, tools) inherit it at spawn.
+        token = _CURRENT_TURN.set((self._session_id, core.turn_id))
         try:
             async with supervisor.open_actor(
                 ActorKind.TURN, f"turn {core.turn_id}", parent=session_node
@@ -202,6 +216,7 @@ class TurnDriver:
         except BaseException as exc:
             error = exc
         finally:
+            _CURRENT_TURN.reset(token)
             supervisor.close_actor(session_node)
         return TurnOutcome(result, sink, error)
 

@@ -34,6 +34,7 @@ from emelex.agent import (
     ApprovalDecision,
     Approve,
     Deny,
+    current_turn,
 )
 from emelex.app import Agent, Engine
 from emelex.app import Session as AppSession
@@ -47,6 +48,7 @@ from emelex.contracts import (
     ApproveResponse,
     AttachmentMeta,
     Branch,
+    ContextReport,
     CreateSessionReceipt,
     DenyResponse,
     Diagnostic,
@@ -86,6 +88,7 @@ from emelex.contracts import (
     trusted,
 )
 from emelex.model import (
+    Client,
     Completed,
     GenerationOptions,
     GenerationRequest,
@@ -94,6 +97,7 @@ from emelex.model import (
 )
 from emelex.model import to_json as to_json_message
 from emelex.service._attachments import check_metadata, extract
+from emelex.service._context import RecordingModel, prepared_request, summarize
 from emelex.service._diagnostics import (
     DIAGNOSTIC_RECORDED,
     DiagnosticLog,
@@ -144,6 +148,11 @@ INTERACTION_REQUESTED: Final = "interaction.requested"
 INTERACTION_RESOLVED: Final = "interaction.resolved"
 #: Before each tool call may start: what the turn commits if the Host is lost then.
 TURN_JOURNAL: Final = "turn.journal"
+#: A main model request was prepared, and how it ended (context reports).
+REQUEST_PREPARED: Final = "request.prepared"
+REQUEST_SETTLED: Final = "request.settled"
+#: Prepared requests a session keeps in memory for context reports.
+MAX_REQUESTS_KEPT: Final = 64
 #: A coordinator started a worker session (WorkHub).
 WORKER_STARTED: Final = "workhub.worker"
 #: The automatic title of a session (or a title failure, as a diagnostic).
@@ -241,6 +250,20 @@ class _HostApprovals:
 
 
 @attrs.define
+class _Request:
+    """One prepared main request: its event, summary and (once known) its end."""
+
+    sequence: int
+    payload: dict[str, Any]
+    settled_at: int | None = None
+    state: str = "running"
+    tokens: int | None = None
+
+    def settle(self, settled_at: int, state: str, tokens: int | None) -> None:
+        self.settled_at, self.state, self.tokens = settled_at, state, tokens
+
+
+@attrs.define
 class _SessionState:
     session_id: str
     agent_name: str
@@ -258,6 +281,8 @@ class _SessionState:
     finished: set[str] = attrs.field(factory=set)
     #: How each finished invocation ended (completed, failed, stopped, interrupted).
     outcomes: dict[str, str] = attrs.field(factory=dict)
+    #: The latest main requests the session prepared (for context reports).
+    requests: list[_Request] = attrs.field(factory=list)
     #: A coordinator's workers: (worker session, first task's invocation, operation).
     workers: list[tuple[str, str, str]] = attrs.field(factory=list)
     subscribers: set[Subscriber] = attrs.field(factory=set)
@@ -1301,8 +1326,15 @@ class Host:
         """The running engine session of ``state`` (started on first use from its
         stored history; ``stored=False`` starts a session not yet in the store)."""
         if state.app is None:
+            defined = self._agents[state.agent_name]
+            recording = RecordingModel(
+                defined.client.model,
+                functools.partial(self._request_prepared, state),
+                functools.partial(self._request_settled, state),
+            )
             agent = attrs.evolve(
-                self._agents[state.agent_name],
+                defined,
+                client=Client(recording),
                 approver=_HostApprovals(self, state),
                 workspace=pathlib.Path(state.workspace),
             )
@@ -1415,6 +1447,64 @@ class Host:
             else:
                 await self._append(state, [NewEvent(SESSION_TITLED, None, {"title": title})])
                 state.title = title
+
+    async def _request_prepared(self, state: _SessionState, request: GenerationRequest) -> int:
+        """Record a main request before the model starts; returns its event sequence."""
+        running = state.queue.running
+        turn = current_turn()
+        payload = {
+            "invocationId": running.work.invocation_id if running is not None else "",
+            "turnId": turn[1] if turn is not None else "",
+            **summarize(request),
+        }
+        async with state.lock:
+            await self._append(state, [NewEvent(REQUEST_PREPARED, payload["turnId"], payload)])
+            sequence = state.revision
+        state.requests.append(_Request(sequence, payload))
+        del state.requests[:-MAX_REQUESTS_KEPT]
+        return sequence
+
+    async def _request_settled(
+        self, state: _SessionState, sequence: int, outcome: str, tokens: int | None
+    ) -> None:
+        payload = {"preparedSequence": sequence, "state": outcome, "providerInputTokens": tokens}
+        async with state.lock:
+            await self._append(state, [NewEvent(REQUEST_SETTLED, None, payload)])
+            settled_at = state.revision
+        for request in state.requests:
+            if request.sequence == sequence:
+                request.settle(settled_at, outcome, tokens)
+
+    async def context(self, session_id: str, *, through: int | None = None) -> ContextReport:
+        """The latest main request the session prepared as of the fence ``through``
+        (None: now), also while it runs or after it was interrupted; None when the
+        session prepared none of its own (copied history of a fork does not count)."""
+        state = self._state(session_id)
+        await trio.lowlevel.checkpoint()
+        fence = state.revision if through is None else min(through, state.revision)
+        chosen = None
+        for request in reversed(state.requests):
+            if request.sequence <= fence:
+                chosen = request
+                break
+        report = None
+        if chosen is not None:
+            settled = chosen.settled_at is not None and chosen.settled_at <= fence
+            if settled:
+                outcome = chosen.state
+            elif chosen.settled_at is not None or state.queue.running is not None:
+                outcome = "running"  # as of the fence (it ended later, or runs now)
+            else:
+                outcome = "interrupted"  # it never ended: the Host stopped meanwhile
+            report = prepared_request(
+                chosen.payload,
+                invocation_id=chosen.payload["invocationId"],
+                turn_id=chosen.payload["turnId"],
+                state=outcome,
+                prepared_sequence=chosen.sequence,
+                provider_input_tokens=chosen.tokens if settled else None,
+            )
+        return ContextReport(session_id=session_id, through=fence, request=report)  # type: ignore[arg-type]
 
     def _diagnostic(
         self,
@@ -1587,6 +1677,13 @@ class Host:
             interaction = from_wire(Interaction, payload)
             state.pending.pop(interaction.id, None)
             state.resolved[interaction.id] = interaction
+        elif kind == REQUEST_PREPARED:
+            state.requests.append(_Request(sequence, payload))
+            del state.requests[:-MAX_REQUESTS_KEPT]
+        elif kind == REQUEST_SETTLED:
+            for request in state.requests:
+                if request.sequence == payload["preparedSequence"]:
+                    request.settle(sequence, payload["state"], payload["providerInputTokens"])
         elif kind == WORKER_STARTED:
             state.workers.append(
                 (payload["workerId"], payload["invocationId"], payload["operation"])
