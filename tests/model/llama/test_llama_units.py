@@ -98,7 +98,8 @@ def test_stop_strings_cut_at_the_first_match_under_any_split(
         if stopped:
             break
     if not stopped:
-        out += scanner.flush()
+        rest, stopped = scanner.flush()
+        out += rest
     assert stopped == bool(hits)
     assert out == expected  # held-back text makes the split invisible
 
@@ -106,7 +107,20 @@ def test_stop_strings_cut_at_the_first_match_under_any_split(
 def test_no_stop_strings_pass_everything_through() -> None:
     scanner = StopScanner(())
     assert scanner.feed("abc") == ("abc", False)
-    assert scanner.flush() == ""
+    assert scanner.flush() == ("", False)
+
+
+def test_a_longer_stop_string_that_starts_earlier_wins() -> None:
+    # "a" matches first in "Xa", but "XaX" starts earlier and completes with the next text.
+    scanner = StopScanner(["a", "XaX"])
+    assert scanner.feed("Xa") == ("", False)
+    assert scanner.feed("X") == ("", True)
+    scanner = StopScanner(["a", "XaX"])
+    assert scanner.feed("Xa") == ("", False)
+    assert scanner.feed("Y") == ("X", True)  # the longer one did not complete: cut at "a"
+    scanner = StopScanner(["a", "XaX"])
+    assert scanner.feed("Xa") == ("", False)
+    assert scanner.flush() == ("X", True)
 
 
 # -- GGUF metadata --------------------------------------------------------------------------

@@ -533,8 +533,15 @@ class StopScanner:
         buffer = self._held + text
         hits = [index for index in (buffer.find(stop) for stop in self._stops) if index >= 0]
         if hits:
-            self._held = ""
-            return buffer[: min(hits)], True
+            first = min(hits)
+            # A longer stop string starting before this match may still complete (stops
+            # "a" and "XaX" over "Xa|X"): hold from there and decide on the next text.
+            earlier = self._unfinished_start(buffer, before=first)
+            if earlier is None:
+                self._held = ""
+                return buffer[:first], True
+            self._held = buffer[earlier:]
+            return buffer[:earlier], False
         keep = 0
         for size in range(min(len(buffer), self._longest - 1), 0, -1):
             tail = buffer[-size:]
@@ -544,9 +551,24 @@ class StopScanner:
         self._held = buffer[len(buffer) - keep :]
         return buffer[: len(buffer) - keep], False
 
-    def flush(self) -> str:
+    def _unfinished_start(self, buffer: str, *, before: int) -> int | None:
+        """The first index below ``before`` where ``buffer``'s tail is a proper prefix
+        of a stop string (one that may still complete), or None."""
+        start = max(0, len(buffer) - self._longest + 1)
+        for index in range(start, before):
+            tail = buffer[index:]
+            if any(len(stop) > len(tail) and stop.startswith(tail) for stop in self._stops):
+                return index
+        return None
+
+    def flush(self) -> tuple[str, bool]:
+        """At the end of the stream: the held text, cut at a stop string it holds (one
+        that was waiting for a longer, earlier one that never completed)."""
         held, self._held = self._held, ""
-        return held
+        hits = [index for index in (held.find(stop) for stop in self._stops) if index >= 0]
+        if hits:
+            return held[: min(hits)], True
+        return held, False
 
 
 class _ReasoningBudget:
@@ -813,8 +835,10 @@ def _sample(
         model.cached.extend(batch_tokens)
         position += len(batch_tokens)
     if finish != "cancelled" and not stopped:
-        tail, _ = stops.feed(decoder.decode(b"", final=True))
-        tail += stops.flush()  # an unfinished stop string is ordinary text
+        tail, ended = stops.feed(decoder.decode(b"", final=True))
+        if not ended:
+            rest, _ = stops.flush()  # an unfinished stop string is ordinary text
+            tail += rest
         if tail:
             emit(tail)
     return outcome(
