@@ -1268,13 +1268,17 @@ class Host:
         return None
 
     def _queue_snapshot(self, state: _SessionState) -> QueueSnapshot:
-        return QueueSnapshot(
-            session_id=state.session_id,  # type: ignore[arg-type]
+        # Built from the Host's own checked queue: no construction checks (a snapshot
+        # goes to every watcher after every change, and the queue may be long).
+        return trusted(
+            QueueSnapshot,
+            session_id=state.session_id,
             revision=state.queue.revision,
             entries=tuple(
-                QueueEntry(
-                    invocation_id=e.work.invocation_id,  # type: ignore[arg-type]
-                    operation=e.work.operation,  # type: ignore[arg-type]
+                trusted(
+                    QueueEntry,
+                    invocation_id=e.work.invocation_id,
+                    operation=e.work.operation,
                     work=e.work.kind,
                     state=e.state,
                     admitted_sequence=e.work.admitted_sequence,
@@ -1284,7 +1288,9 @@ class Host:
         )
 
     def _publish_queue(self, state: _SessionState) -> None:
-        update = QueueChanged(queue=self._queue_snapshot(state))
+        if not state.subscribers:
+            return
+        update = trusted(QueueChanged, kind="queue", queue=self._queue_snapshot(state))
         for subscriber in tuple(state.subscribers):
             subscriber.offer(update)
 
