@@ -197,6 +197,7 @@ class TurnCore:
         self._argument_errors: list[str | None] = []
         self.turn_id = turn_id
         self._history = tuple(history)
+        self._video_checked = 0
         self._history_size = history_size
         self._tools = tools
         self._enabled = enabled
@@ -252,7 +253,11 @@ class TurnCore:
             self._ceilings,
             self._all_costs,
         )
-        refuse_video(messages, "request")  # the last line: no model sees encoded video
+        # The last line: no model sees encoded video. The session's history came in
+        # video-free (refused at build, and every earlier turn passed this check), so
+        # only this turn's messages need a look, each once (history-independent cost).
+        refuse_video(self._messages[self._video_checked :], "request")
+        self._video_checked = len(self._messages)
         request = GenerationRequest(messages, tools=tools, options=self._options)
         self.round += 1
         self.phase = TurnPhase.GENERATING
