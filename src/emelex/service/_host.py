@@ -118,7 +118,7 @@ from emelex.service._errors import (
     UnknownSession,
 )
 from emelex.service._queue import Work, WorkQueue
-from emelex.service._rows import store_position, wire_position, wire_row
+from emelex.service._rows import history_row, store_position, wire_position, wire_row
 from emelex.service._watch import DEFAULT_WATCH_BUFFER, Subscriber
 from emelex.store import (
     TURN_SETTLED,
@@ -408,12 +408,13 @@ class Host:
         receipt = _receipt(operation, "createSession", session_id, 1)
         config = {"host": True, **body}
         try:
-            await self._store.create_session(
+            await self._store_new_session(
                 session_id,
-                "{}",
                 config,
-                events=[NewEvent(SESSION_CREATED, None, dict(body))],
-                operation=OperationRecord(operation, digest, json.dumps(to_wire(receipt))),
+                [NewEvent(SESSION_CREATED, None, dict(body))],
+                operation,
+                digest,
+                receipt,
             )
         except SessionExists:
             try:
@@ -661,13 +662,7 @@ class Host:
                 session_id=session_id,  # type: ignore[arg-type]
                 receipt=_receipt(operation, "execute", session_id, len(events)),
             )
-            await self._store.create_session(
-                session_id,
-                "{}",
-                config,
-                events=events,
-                operation=OperationRecord(operation, digest, json.dumps(to_wire(receipt))),
-            )
+            await self._store_new_session(session_id, config, events, operation, digest, receipt)
         except BaseException:
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(
@@ -969,13 +964,7 @@ class Host:
             receipt=_receipt(operation, "fork", fork_id, sequence),
         )
         try:
-            await self._store.create_session(
-                fork_id,
-                "{}",
-                config,
-                events=events,
-                operation=OperationRecord(operation, digest, json.dumps(to_wire(receipt))),
-            )
+            await self._store_new_session(fork_id, config, events, operation, digest, receipt)
         except SessionExists:
             original = await self._find(self._sessions[fork_id], operation, digest)
             if original is None:
@@ -1181,6 +1170,25 @@ class Host:
             state.wake.set()
             state.diagnostics_changed.set()
 
+    async def _store_new_session(
+        self,
+        session_id: str,
+        config: dict[str, Any],
+        events: Sequence[NewEvent],
+        operation: str,
+        digest: str,
+        receipt: Any,
+    ) -> None:
+        """Create a session with its first events and the receipt of the operation that
+        made it, in one transaction (raises ``SessionExists`` when it is there)."""
+        await self._store.create_session(
+            session_id,
+            "{}",
+            config,
+            events=events,
+            operation=OperationRecord(operation, digest, json.dumps(to_wire(receipt))),
+        )
+
     def _check_open(self) -> None:
         if self._closed:
             raise HostClosed("the Host is closed")
@@ -1240,20 +1248,16 @@ class Host:
                 for call in message.tool_calls:
                     names[call.id] = call.name
                 published.append(
-                    trusted(
-                        HistoryRow,
+                    history_row(
                         position=trusted(Position, source_sequence=sequence, item_index=index),
                         turn_id=event.turn_id or "",
                         role=message.role,
                         body=message.text,
                         thinking=message.reasoning,
-                        tool_calls=tuple(
-                            trusted(ToolCallInfo, id=c.id, name=c.name, arguments=c.arguments)
-                            for c in message.tool_calls
-                        ),
+                        calls=message.tool_calls,
                         tool_call_id=message.tool_call_id,
-                        tool_name=names.get(message.tool_call_id or "")
-                        if message.tool_call_id
+                        tool_name=names.get(message.tool_call_id)
+                        if message.tool_call_id is not None
                         else None,
                         internal=False,
                     )
