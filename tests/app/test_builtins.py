@@ -57,8 +57,8 @@ async def test_one_workspace_per_session(monkeypatch: pytest.MonkeyPatch) -> Non
     opened: list[Workspace] = []
     real_open = Workspace.open
 
-    def counting_open(root: Any) -> Workspace:
-        workspace = real_open(root)
+    def counting_open(root: Any, **options: Any) -> Workspace:
+        workspace = real_open(root, **options)
         opened.append(workspace)
         return workspace
 
@@ -76,8 +76,8 @@ async def test_a_failed_start_closes_the_workspace(monkeypatch: pytest.MonkeyPat
     opened: list[Workspace] = []
     real_open = Workspace.open
 
-    def counting_open(root: Any) -> Workspace:
-        workspace = real_open(root)
+    def counting_open(root: Any, **options: Any) -> Workspace:
+        workspace = real_open(root, **options)
         opened.append(workspace)
         return workspace
 

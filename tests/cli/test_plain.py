@@ -98,8 +98,8 @@ async def test_one_workspace_per_session(tmp_path: Path, monkeypatch: pytest.Mon
     opened: list[Workspace] = []
     real_open = Workspace.open
 
-    def counting_open(root: Any) -> Workspace:
-        workspace = real_open(root)
+    def counting_open(root: Any, **options: Any) -> Workspace:
+        workspace = real_open(root, **options)
         opened.append(workspace)
         return workspace
 
@@ -127,7 +127,7 @@ async def test_plain_run_keeps_its_behaviour(tmp_path: Path) -> None:
     )
     engine, session = await _start(tmp_path, model)
     async with engine, session:
-        turn = await session.agent_session.run_turn("go")
+        turn = await session.agent_session.run("go")
     assert turn.response.text == "done"
     assert not (tmp_path / "gone").exists()
     assert (tmp_path / "new.txt").read_text() == "hi"

@@ -539,7 +539,7 @@ class Session:
     ) -> AgentTurn:
         """Run one turn and return it once consumers that keep reading have its events
         in their channels (a stalled stream is dropped instead: see :meth:`events`). Raises
-        like :meth:`AgentSession.run_turn`, and with the harness's budgets
+        like :meth:`AgentSession.run`, and with the harness's budgets
         :class:`ContextBudgetExceeded` or :class:`UsageBudgetExhausted` (each with
         ``rolled_back`` and ``checkpoint``, like every turn error).
 
@@ -578,12 +578,9 @@ class Session:
         options: GenerationOptions | None,
     ) -> AgentTurn:
         try:
-            if options is None:
-                turn = await self._session.run_turn(text, cancellation, self._hub.emit)
-            else:
-                turn = await self._session.run_turn_with_options(
-                    text, options, cancellation, self._hub.emit
-                )
+            turn = await self._session.run(
+                text, options=options, cancellation=cancellation, on_event=self._hub.emit
+            )
         except Exception:
             await self._hub.settle()
             raise

@@ -169,7 +169,7 @@ async def _one_turn(session: AgentSession, prompt: str, consume: _Consumer) -> t
     async with trio.open_nursery() as nursery:
         await nursery.start(_watch_interrupts, cancellation, interrupted)
         try:
-            turn = await session.run_turn(prompt, cancellation, consume)
+            turn = await session.run(prompt, cancellation=cancellation, on_event=consume)
         except TurnCancelled as exc:
             code = EXIT_INTERRUPTED if interrupted else EXIT_TURN_FAILED
             return code, exc

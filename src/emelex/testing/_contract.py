@@ -330,7 +330,9 @@ async def _one_run(plan: _Plan, run: int, delay: float | None) -> RunRecord:
                         if delay is not None:
                             nursery.start_soon(_cancel_after, cancellation, delay)
                         try:
-                            turn = await session.run_turn("go", cancellation, consume)
+                            turn = await session.run(
+                                "go", cancellation=cancellation, on_event=consume
+                            )
                         except AgentError as exc:
                             error = exc
                         nursery.cancel_scope.cancel()

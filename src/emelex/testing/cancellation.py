@@ -217,8 +217,8 @@ def run_scenario(scenario: Scenario) -> Outcome:
                                 if scenario.disruption in ("agent", "scope"):
                                     nursery.start_soon(_disrupt, scenario, cancellation, caller)
                                 try:
-                                    box["turn"] = await session.try_run_turn(
-                                        "go", cancellation, consume
+                                    box["turn"] = await session.run(
+                                        "go", cancellation=cancellation, on_event=consume
                                     )
                                 except AgentError as exc:
                                     box["error"] = exc

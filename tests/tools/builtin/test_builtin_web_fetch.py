@@ -541,7 +541,7 @@ async def test_cancel_during_a_stalled_fetch(ws_root: Path, server: Loopback) ->
 
             async def turn() -> None:
                 with pytest.raises(TurnCancelled):
-                    await session.run_turn("go", cancellation)
+                    await session.run("go", cancellation=cancellation)
 
             nursery.start_soon(turn)
             await server.stalled.wait()
