@@ -155,6 +155,10 @@ EXPECTED = {
         "start_mcp_connection",
     },
     "emelex.tools": {
+        "schema_for",
+        "conversion_error",
+        "converter",
+        "register_typeddict",
         "AgentTool",
         "ArgumentValidator",
         "FunctionTool",
@@ -167,6 +171,8 @@ EXPECTED = {
         "tool_schema_problem",
     },
     "emelex.store": {
+        "directory_looser_than_private",
+        "make_private_directory",
         "MAX_PAGE_ROWS",
         "SCHEMA_VERSION",
         "AppendResult",
@@ -243,6 +249,8 @@ EXPECTED = {
         "write_file",
     },
     "emelex.runtime": {
+        "DIAGNOSTICS_ENV",
+        "open_unwrapping_nursery",
         "ActorInfo",
         "ActorKind",
         "ActorState",
@@ -259,6 +267,8 @@ EXPECTED = {
         "serve_diagnostics",
     },
     "emelex.agent": {
+        "fit_rounds",
+        "validate_history",
         "OutputValidationError",
         "RetryBudgetExhausted",
         "RetryWithFeedback",
@@ -327,6 +337,8 @@ EXPECTED = {
         "from_json",
     },
     "emelex.model.llama": {
+        "EXTRA_BUFFERS_ENV",
+        "probe_and_cache",
         "TINY_CHAT_TEMPLATE",
         "BufferProbeFailed",
         "BufferVerdict",
@@ -388,6 +400,9 @@ EXPECTED = {
         "runs_on_asyncio",
     },
     "emelex.contracts": {
+        "WIRE_STRINGS",
+        "field_bounds",
+        "is_union",
         "AgentConfig",
         "AgentList",
         "AgentName",

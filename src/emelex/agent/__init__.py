@@ -60,6 +60,8 @@ from emelex.agent._events import (
     TurnFailed,
     TurnStarted,
 )
+from emelex.agent._fitting import fit_rounds
+from emelex.agent._history import validate_history
 from emelex.agent._session import AgentSession
 from emelex.agent._tool_table import DEFAULT_TOOL_RETRIES
 from emelex.agent._turn import EventConsumer
@@ -84,6 +86,8 @@ from emelex.tools import (
 from emelex.tools.builtin import WebSearchProvider, WebSearchResult
 
 __all__ = [
+    "validate_history",
+    "fit_rounds",
     "AUTHORITY_VERSION",
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_MAX_ROUNDS",

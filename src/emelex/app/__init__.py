@@ -132,7 +132,7 @@ from emelex.app._tasks import (
     TaskStatus,
     tasks_from_history,
 )
-from emelex.tools._function import (
+from emelex.tools import (
     ArgumentConversionError,
     FunctionTool,
     InvalidToolFunction,

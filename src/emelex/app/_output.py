@@ -34,8 +34,13 @@ import jsonschema.validators
 from emelex.agent import AgentTurn, OutputValidationError
 from emelex.app._errors import InvalidOutputType
 from emelex.model import GenerationOptions, Message, ToolChoice, Usage
-from emelex.tools._schema import UnsupportedAnnotation, schema_for
-from emelex.tools._signature import conversion_error, converter, register_typeddict
+from emelex.tools import (
+    UnsupportedAnnotation,
+    conversion_error,
+    converter,
+    register_typeddict,
+    schema_for,
+)
 
 T = TypeVar("T")
 

@@ -91,7 +91,7 @@ class PluginRegistry:
         """Add an AgentTool, or an async function (made a tool with ``@tool``).
         Returns the tool, so it also works as a decorator."""
         if not isinstance(tool, AgentTool):
-            from emelex.tools._function import tool as make_tool
+            from emelex.tools import tool as make_tool
 
             made = make_tool(tool)
             assert isinstance(made, AgentTool)

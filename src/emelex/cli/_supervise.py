@@ -28,7 +28,7 @@ import trio
 
 from emelex.cli._render import render_tree, safe
 from emelex.cli._tree import LiveTree, tree_lines
-from emelex.runtime._diagnostics import DIAGNOSTICS_ENV
+from emelex.runtime import DIAGNOSTICS_ENV
 
 EXIT_OK = 0
 EXIT_USAGE = 2

@@ -141,7 +141,14 @@ from emelex.contracts._watch import (
     WatchRequest,
     WatchUpdate,
 )
-from emelex.contracts._wire import WIRE_CLASSES, WIRE_UNIONS, trusted
+from emelex.contracts._wire import (
+    WIRE_CLASSES,
+    WIRE_STRINGS,
+    WIRE_UNIONS,
+    field_bounds,
+    is_union,
+    trusted,
+)
 from emelex.contracts._workhub import (
     AgentWorker,
     ForkWorker,
@@ -155,6 +162,9 @@ from emelex.contracts._workhub import (
 )
 
 __all__ = [
+    "WIRE_STRINGS",
+    "field_bounds",
+    "is_union",
     "Hello",
     "WorkHubRequest",
     "PendingInteractionsRequest",

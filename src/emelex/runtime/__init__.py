@@ -11,7 +11,7 @@ from emelex.runtime._actor import Actor, ActorInfo, ActorKind, ActorState, Actor
 from emelex.runtime._call import ActorCall, ActorDropped, CancellationPolicy
 from emelex.runtime._cancellation import AgentCancellation
 from emelex.runtime._context import CURRENT, ActorContext, current_actor
-from emelex.runtime._diagnostics import serve_diagnostics
+from emelex.runtime._diagnostics import DIAGNOSTICS_ENV, serve_diagnostics
 from emelex.runtime._errors import (
     ActorError,
     ActorStartupError,
@@ -22,12 +22,15 @@ from emelex.runtime._errors import (
     WorkerClosed,
     WorkerJobAborted,
 )
+from emelex.runtime._groups import open_unwrapping_nursery
 from emelex.runtime._mailbox import MAX_MAILBOX_CAPACITY, Mailbox, MailboxStatistics
 from emelex.runtime._nursery import ActorHandle, ActorNursery
 from emelex.runtime._supervisor import Supervisor, open_supervisor
 from emelex.runtime._threads import DedicatedWorker, WorkerJob, open_dedicated_worker, run_in_worker
 
 __all__ = [
+    "open_unwrapping_nursery",
+    "DIAGNOSTICS_ENV",
     "CURRENT",
     "MAX_MAILBOX_CAPACITY",
     "Actor",

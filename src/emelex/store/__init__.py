@@ -20,6 +20,7 @@ from emelex.store._log import (
     StoredRow,
     turn_events,
 )
+from emelex.store._permissions import directory_looser_than_private, make_private_directory
 from emelex.store._schema import SCHEMA_VERSION
 from emelex.store._sqlite import (
     MAX_PAGE_ROWS,
@@ -30,6 +31,8 @@ from emelex.store._sqlite import (
 )
 
 __all__ = [
+    "directory_looser_than_private",
+    "make_private_directory",
     "MAX_PAGE_ROWS",
     "SCHEMA_VERSION",
     "AppendResult",

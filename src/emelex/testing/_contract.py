@@ -34,8 +34,8 @@ from emelex.agent import (
     ToolCompleted,
     ToolStarted,
     TurnCancelled,
+    validate_history,
 )
-from emelex.agent._history import validate_history
 from emelex.model import Message
 from emelex.runtime import open_supervisor
 from emelex.testing._leaks import left_behind, snapshot

@@ -41,8 +41,8 @@ from emelex.agent import (
     ToolCompleted,
     ToolStarted,
     TurnCancelled,
+    validate_history,
 )
-from emelex.agent._history import validate_history
 from emelex.model import Message
 from emelex.runtime import open_supervisor
 from emelex.testing._contract import (

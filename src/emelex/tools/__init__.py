@@ -16,8 +16,9 @@ from emelex.tools._protocol import (
     ToolInvocation,
     ToolOutput,
 )
-from emelex.tools._schema import InvalidToolFunction, UnsupportedAnnotation
+from emelex.tools._schema import InvalidToolFunction, UnsupportedAnnotation, schema_for
 from emelex.tools._settings import BuiltinSettings
+from emelex.tools._signature import conversion_error, converter, register_typeddict
 from emelex.tools.mcp import (
     McpConnection,
     McpError,
@@ -28,6 +29,10 @@ from emelex.tools.mcp import (
 )
 
 __all__ = [
+    "conversion_error",
+    "converter",
+    "register_typeddict",
+    "schema_for",
     "McpConnection",
     "McpError",
     "McpServer",

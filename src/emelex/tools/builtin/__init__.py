@@ -28,6 +28,8 @@ from emelex.tools._protocol import AgentTool
 from emelex.tools._settings import BuiltinSettings
 from emelex.tools.builtin._datetime import DateTimeTool
 from emelex.tools.builtin._files import (
+    GREP_BYTES,
+    READ_BYTES,
     EditFileTool,
     FindFilesTool,
     GrepTool,
@@ -106,6 +108,8 @@ def builtin_tools(
 
 
 __all__ = [
+    "GREP_BYTES",
+    "READ_BYTES",
     "BUILTIN_TOOL_NAMES",
     "DateTimeTool",
     "EditFileTool",
