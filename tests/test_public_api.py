@@ -155,6 +155,7 @@ EXPECTED = {
         "start_mcp_connection",
     },
     "emelex.tools": {
+        "ToolsError",
         "schema_for",
         "conversion_error",
         "converter",
@@ -560,8 +561,11 @@ def test_top_level_facade_is_exact() -> None:
 
 
 def test_error_tree_is_rooted() -> None:
-    from emelex import agent, app, contracts, model, runtime, store
+    from emelex import agent, app, contracts, model, runtime, store, tools
     from emelex.tools import mcp, workspace
+
+    for tools_error in (tools.ToolError, mcp.McpError, workspace.WorkspaceError):
+        assert issubclass(tools_error, tools.ToolsError)
 
     for error in (
         agent.AgentError,
@@ -570,6 +574,7 @@ def test_error_tree_is_rooted() -> None:
         runtime.ActorError,
         workspace.WorkspaceError,
         mcp.McpError,
+        tools.ToolsError,
         emelex.LimitExceeded,
         emelex.SerializationError,
         contracts.ContractError,
@@ -578,6 +583,50 @@ def test_error_tree_is_rooted() -> None:
         store.StoreCorrupt,
     ):
         assert issubclass(error, emelex.EmelexError)
+
+
+def _exception_names() -> set[str]:
+    """Names of every exception class emelex defines, plus the builtin ones."""
+    import builtins
+    import inspect
+    import pkgutil
+
+    names = {
+        n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)
+    }
+    for info in pkgutil.walk_packages(emelex.__path__, "emelex."):
+        if info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for name, value in vars(module).items():
+            if inspect.isclass(value) and issubclass(value, BaseException):
+                names.add(name)
+                if value.__module__.startswith("emelex") and not name.startswith("_"):
+                    assert issubclass(value, emelex.EmelexError), f"{name} is not rooted"
+    return names
+
+
+def test_errors_live_in_errors_modules() -> None:
+    """Every public exception class is defined in its layer's ``_errors.py`` (read from the
+    source, since facades rewrite ``__module__``); private control-flow signals are exempt."""
+    import ast
+    import pathlib
+
+    exceptions = _exception_names()
+    root = pathlib.Path(emelex.__file__).parent
+    misplaced: list[str] = []
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "_errors.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ClassDef) or node.name.startswith("_"):
+                continue
+            bases = {
+                b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases
+            }
+            if bases & exceptions:
+                misplaced.append(f"{path.relative_to(root)}: {node.name}")
+    assert not misplaced, f"error classes outside an _errors.py: {misplaced}"
 
 
 def test_importing_emelex_loads_no_engine_module() -> None:

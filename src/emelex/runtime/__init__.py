@@ -8,11 +8,12 @@ subtree is empty and raises :class:`DetachedWorkError` otherwise.
 """
 
 from emelex.runtime._actor import Actor, ActorInfo, ActorKind, ActorState, ActorTree
-from emelex.runtime._call import ActorCall, ActorDropped, CancellationPolicy
+from emelex.runtime._call import ActorCall, CancellationPolicy
 from emelex.runtime._cancellation import AgentCancellation
 from emelex.runtime._context import CURRENT, ActorContext, current_actor
 from emelex.runtime._diagnostics import DIAGNOSTICS_ENV, serve_diagnostics
 from emelex.runtime._errors import (
+    ActorDropped,
     ActorError,
     ActorStartupError,
     DetachedWorkError,

@@ -46,14 +46,16 @@ from emelex.agent import (
 from emelex.model import Message
 from emelex.runtime import open_supervisor
 from emelex.testing._contract import (
-    ContractOptionsError,
     ContractReport,
     RunRecord,
+    check_tool_contract,
+    check_tool_contract_async,
+)
+from emelex.testing._errors import (
+    ContractOptionsError,
     ToolAlwaysFails,
     ToolContractError,
     ToolContractViolation,
-    check_tool_contract,
-    check_tool_contract_async,
 )
 from emelex.testing._scripted import Call, Finish, Say, ScriptedModel, Step, Think, Wait
 from emelex.testing._tools import ScriptedApprovals, ScriptedTool

@@ -7,7 +7,7 @@ from emelex.tools._definition import (
     tool_name_problem,
     tool_schema_problem,
 )
-from emelex.tools._errors import ArgumentConversionError, RetryWithFeedback, ToolError
+from emelex.tools._errors import ArgumentConversionError, RetryWithFeedback, ToolError, ToolsError
 from emelex.tools._function import FunctionTool, tool
 from emelex.tools._protocol import (
     MAX_PROGRESS_CHARS,
@@ -29,6 +29,7 @@ from emelex.tools.mcp import (
 )
 
 __all__ = [
+    "ToolsError",
     "conversion_error",
     "converter",
     "register_typeddict",

@@ -29,7 +29,8 @@ from emelex.model import ToolCall
 from emelex.testing import ApproveAll, Call, Say, ScriptedApprovals, ScriptedModel
 from emelex.tools import ToolInvocation, ToolOutput
 from emelex.tools.builtin import WebFetchTool, address_refusal
-from emelex.tools.builtin._web_fetch import BodyDecoder, FetchRefused, parse_url
+from emelex.tools.builtin._errors import FetchRefused
+from emelex.tools.builtin._web_fetch import BodyDecoder, parse_url
 
 Runner = Callable[..., Awaitable[Any]]
 

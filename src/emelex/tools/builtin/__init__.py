@@ -27,6 +27,7 @@ from typing import Any
 from emelex.tools._protocol import AgentTool
 from emelex.tools._settings import BuiltinSettings
 from emelex.tools.builtin._datetime import DateTimeTool
+from emelex.tools.builtin._errors import InvalidSearchResult
 from emelex.tools.builtin._files import (
     GREP_BYTES,
     READ_BYTES,
@@ -41,7 +42,6 @@ from emelex.tools.builtin._files import (
 from emelex.tools.builtin._shell import ShellTool
 from emelex.tools.builtin._web_fetch import WebFetchTool, address_refusal
 from emelex.tools.builtin._web_search import (
-    InvalidSearchResult,
     WebSearchProvider,
     WebSearchResult,
     WebSearchTool,
