@@ -556,6 +556,44 @@ def test_public_names_exist(module_name: str) -> None:
         assert hasattr(module, name), f"{module_name}.__all__ lists missing {name}"
 
 
+@pytest.mark.parametrize("module_name", sorted(EXPECTED))
+def test_public_names_report_a_public_module(module_name: str) -> None:
+    """As in trio: ``emelex.agent.AgentSession.__module__ == "emelex.agent"``, never the
+    private module that defines it (methods included)."""
+    import inspect
+
+    module = importlib.import_module(module_name)
+    for name in module.__all__:
+        value = getattr(module, name)
+        if not (inspect.isclass(value) or inspect.isfunction(value)):
+            continue
+        owner = value.__module__
+        if not owner.startswith("emelex"):
+            continue
+        assert not any(part.startswith("_") for part in owner.split(".")), (
+            f"{module_name}.{name}.__module__ is {owner!r}"
+        )
+        if inspect.isclass(value):
+            for member_name, member in vars(value).items():
+                if inspect.isfunction(member) and member.__module__.startswith(owner + "."):
+                    raise AssertionError(
+                        f"{name}.{member_name}.__module__ is {member.__module__!r}"
+                    )
+
+
+def test_module_fixup_examples() -> None:
+    from emelex import agent, app, tools
+    from emelex.tools import mcp
+
+    assert agent.AgentSession.__module__ == "emelex.agent"
+    assert agent.AgentSession.run.__module__ == "emelex.agent"
+    assert tools.FunctionTool.__module__ == "emelex.tools"
+    # A re-export keeps its owner's name; a sub-facade claims its own classes.
+    assert app.FunctionTool.__module__ == "emelex.tools"
+    assert tools.McpServer.__module__ == mcp.McpServer.__module__ == "emelex.tools.mcp"
+    assert repr(agent.AgentSession).startswith("<class 'emelex.agent.AgentSession'")
+
+
 def test_top_level_facade_is_exact() -> None:
     assert set(emelex.__all__) == EXPECTED["emelex"]
 

@@ -1,5 +1,6 @@
 """The agent harness: sessions, turns, tools under approval, events and history rules."""
 
+from emelex._facade import fix_module_names
 from emelex.agent._approval import (
     ApprovalContext,
     ApprovalDecision,
@@ -158,3 +159,5 @@ __all__ = [
     "WebSearchResult",
     "WorkspaceIdentity",
 ]
+
+fix_module_names(__name__, globals())

@@ -16,6 +16,7 @@
         turn = await session.send_and_wait("What is 2 + 3?")
 """
 
+from emelex._facade import fix_module_names
 from emelex.app._agent import Agent, AgentBuilder, SeedFile
 from emelex.app._budget import (
     DEFAULT_CONTEXT_TOKENS,
@@ -273,3 +274,5 @@ __all__ = [
     "UsageBudgetExhausted",
     "WorkspaceConflict",
 ]
+
+fix_module_names(__name__, globals())

@@ -13,6 +13,7 @@ without pulling in the execution engine. Wire keys are camelCase, attributes sna
 :func:`find_matches` defines what a search matches (pure, shared by Host and clients).
 """
 
+from emelex._facade import fix_module_names
 from emelex.contracts._agents import (
     AgentConfig,
     AgentList,
@@ -295,3 +296,5 @@ __all__ = [
     "to_wire",
     "trusted",
 ]
+
+fix_module_names(__name__, globals())

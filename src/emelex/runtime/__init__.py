@@ -7,6 +7,7 @@ nursery of its owner. When an owner's scope exits, the supervisor checks that it
 subtree is empty and raises :class:`DetachedWorkError` otherwise.
 """
 
+from emelex._facade import fix_module_names
 from emelex.runtime._actor import Actor, ActorInfo, ActorKind, ActorState, ActorTree
 from emelex.runtime._call import ActorCall, CancellationPolicy
 from emelex.runtime._cancellation import AgentCancellation
@@ -65,3 +66,5 @@ __all__ = [
     "run_in_worker",
     "serve_diagnostics",
 ]
+
+fix_module_names(__name__, globals())

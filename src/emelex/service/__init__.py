@@ -56,7 +56,10 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
+        from emelex._facade import fix_module_names
+
         value = getattr(importlib.import_module(_LAZY[name]), name)
+        fix_module_names(__name__, {"__all__": [name], name: value})
         globals()[name] = value
         return value
     raise AttributeError(f"module 'emelex.service' has no attribute {name!r}")

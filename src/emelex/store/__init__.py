@@ -1,6 +1,7 @@
 """Durable history: an embedded SQLite store holding each session's append-only event log,
 the history rows its events publish, and operation receipts (one transaction per turn)."""
 
+from emelex._facade import fix_module_names
 from emelex.store._errors import (
     OperationConflict,
     SessionExists,
@@ -55,3 +56,5 @@ __all__ = [
     "open_sqlite_store",
     "turn_events",
 ]
+
+fix_module_names(__name__, globals())

@@ -6,6 +6,7 @@ separately because they need the ``hypothesis`` package. :func:`check_tool_contr
 (and its async form) runs your own tool through cancelled turns.
 """
 
+from emelex._facade import fix_module_names
 from emelex.testing._contract import (
     ContractReport,
     RunRecord,
@@ -62,3 +63,5 @@ __all__ = [
     "ScriptExhausted",
     "InvalidScript",
 ]
+
+fix_module_names(__name__, globals())

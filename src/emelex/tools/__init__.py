@@ -1,5 +1,6 @@
 """Tools an agent can call: the tool protocol, built-in tools and their I/O layers."""
 
+from emelex._facade import fix_module_names
 from emelex.tools._context import ToolCallContext
 from emelex.tools._definition import (
     TOOL_NAME,
@@ -59,3 +60,5 @@ __all__ = [
     "ToolInvocation",
     "ToolOutput",
 ]
+
+fix_module_names(__name__, globals())

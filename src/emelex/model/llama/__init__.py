@@ -15,6 +15,7 @@ or :func:`probe_extra_buffers`, which tries llama.cpp's extra buffer types in a 
 process (a crash there becomes :class:`NativeCrash`, never a dead program).
 """
 
+from emelex._facade import fix_module_names
 from emelex.model._options import ToolChoice
 from emelex.model.llama._buffers import (
     EXTRA_BUFFERS_ENV,
@@ -75,3 +76,5 @@ __all__ = [
     "tool_call_grammar",
     "write_tiny_gguf",
 ]
+
+fix_module_names(__name__, globals())

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from emelex._facade import fix_module_names
 from emelex.tools._protocol import AgentTool
 from emelex.tools._settings import BuiltinSettings
 from emelex.tools.builtin._datetime import DateTimeTool
@@ -127,3 +128,5 @@ __all__ = [
     "address_refusal",
     "builtin_tools",
 ]
+
+fix_module_names(__name__, globals())
