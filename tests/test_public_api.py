@@ -594,6 +594,29 @@ def test_module_fixup_examples() -> None:
     assert repr(agent.AgentSession).startswith("<class 'emelex.agent.AgentSession'")
 
 
+#: Classes only the library creates: ``@final`` and calling them raises TypeError
+#: (sessions come from builders and engines, streams from sessions).
+NO_PUBLIC_CONSTRUCTOR = {
+    "emelex.agent": {"AgentSession"},
+    "emelex.app": {"EventStream", "Session", "TextStream"},
+}
+
+
+@pytest.mark.parametrize(
+    ("module_name", "name"),
+    sorted((module, name) for module, names in NO_PUBLIC_CONSTRUCTOR.items() for name in names),
+)
+def test_final_with_no_public_constructor(module_name: str, name: str) -> None:
+    cls = getattr(importlib.import_module(module_name), name)
+    assert getattr(cls, "__final__", False), f"{name} is not @final"
+    with pytest.raises(TypeError, match="no public constructor"):
+        cls()
+    with pytest.raises(TypeError):
+
+        class Sub(cls):  # type: ignore[misc, valid-type]
+            pass
+
+
 def test_top_level_facade_is_exact() -> None:
     assert set(emelex.__all__) == EXPECTED["emelex"]
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import types
+from abc import ABCMeta
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 import attrs
 
@@ -55,3 +56,29 @@ def fix_module_names(facade: str, namespace: Mapping[str, Any]) -> None:
         value = namespace[name]
         if isinstance(value, type | types.FunctionType) and _owned(facade, value.__module__):
             _fix(facade, value, seen)
+
+
+_T = TypeVar("_T")
+
+
+class NoPublicConstructor(ABCMeta):
+    """Metaclass of classes only the library creates (sessions, streams): calling the
+    class raises TypeError; the library calls ``Class._create(...)`` instead. Such a
+    class is also final at run time: subclassing it raises TypeError, as in trio."""
+
+    def __new__(
+        mcs, name: str, bases: tuple[type, ...], namespace: dict[str, Any]
+    ) -> NoPublicConstructor:
+        for base in bases:
+            if isinstance(base, NoPublicConstructor):
+                raise TypeError(f"{base.__module__}.{base.__qualname__} cannot be subclassed")
+        return super().__new__(mcs, name, bases, namespace)
+
+    def __call__(cls, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError(
+            f"{cls.__module__}.{cls.__qualname__} has no public constructor; "
+            "see its docstring for how to obtain one"
+        )
+
+    def _create(cls: type[_T], *args: Any, **kwargs: Any) -> _T:
+        return super().__call__(*args, **kwargs)  # type: ignore[misc,no-any-return]

@@ -4,10 +4,11 @@ itself runs in :mod:`emelex.agent._turn`."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, final
 
 import attrs
 
+from emelex._facade import NoPublicConstructor
 from emelex._ids import new_id
 from emelex.agent._authority import AgentAuthoritySnapshot
 from emelex.agent._builder import AgentSessionBuilder, SessionParts
@@ -52,7 +53,8 @@ def _user_message(content: str | Sequence[Part | str]) -> Message:
     return Message("user", parts)
 
 
-class AgentSession:
+@final
+class AgentSession(metaclass=NoPublicConstructor):
     """One conversation with committed history, bounded authority and one turn at a time.
 
     Build it with :meth:`AgentSession.builder`. :meth:`run` is Trio-native: they
@@ -102,7 +104,7 @@ class AgentSession:
     def builder(client: Client | Any, workspace: Any) -> AgentSessionBuilder:
         """A builder for a session on ``client`` in ``workspace`` (a directory, or an
         open :class:`~emelex.tools.workspace.Workspace` the session takes over)."""
-        return AgentSessionBuilder(client, workspace, session_factory=AgentSession)
+        return AgentSessionBuilder(client, workspace, session_factory=AgentSession._create)
 
     # -- state ----------------------------------------------------------------------------
     @property

@@ -10,11 +10,12 @@ import stat
 import tempfile
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, final, overload, runtime_checkable
 
 import attrs
 import trio
 
+from emelex._facade import NoPublicConstructor
 from emelex._ids import new_id
 from emelex.agent import AgentSession, AgentTurn, DenyAll, InvalidWorkspace, SessionClosed
 from emelex.app._agent import Agent, SeedFile, check_tool, tool_gated
@@ -312,7 +313,7 @@ class SessionStarter:
                 if temporary is not None:
                     await run_in_worker(_remove_tree, temporary, name="remove workspace")
             raise
-        session = Session(
+        session = Session._create(
             engine=self._engine,
             agent=agent,
             harness=harness,
@@ -432,7 +433,8 @@ class SessionStarter:
             assembly.add(tool, f"capability {package.id!r}")
 
 
-class Session:
+@final
+class Session(metaclass=NoPublicConstructor):
     """One running session of an agent. Independent of every other session.
 
     ``await send_and_wait(text)`` runs one turn. :meth:`events` subscribes to events.
@@ -610,7 +612,7 @@ class Session:
             raise SessionClosed("the session is closed")
         from emelex.app._stream import TextStream
 
-        return TextStream(self, text, cancellation, options)
+        return TextStream._create(self, text, cancellation, options)
 
     def events(self) -> EventStream:
         """Subscribe to this session's events from now on.
@@ -677,7 +679,7 @@ class Session:
         return f"<Session {self.session_id} of {self.agent.name!r} ({self.harness.name}, {state})>"
 
 
-class Engine:
+class Engine(trio.abc.AsyncResource):
     """Starts independent sessions of agents: ``await engine.create(agent).start()``.
 
     ``integrations`` contribute tools and prompt text to every session (the extension
@@ -727,17 +729,6 @@ class Engine:
         """Close every open session of this engine."""
         for session in reversed(self._sessions[:]):
             await session.close()
-
-    async def __aenter__(self) -> Engine:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 class _ReferenceStarter(SessionStarter):
