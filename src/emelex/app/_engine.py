@@ -9,7 +9,6 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, final, overload, runtime_checkable
 
 import attrs
@@ -236,7 +235,7 @@ class SessionStarter:
         try:
             return await session.inspect(text)
         finally:
-            await session.close()
+            await session.aclose()
 
     async def start(self) -> Session:
         """Assemble and validate everything and return the running session. Raises
@@ -434,7 +433,7 @@ class SessionStarter:
 
 
 @final
-class Session(metaclass=NoPublicConstructor):
+class Session(trio.abc.AsyncResource, metaclass=NoPublicConstructor):
     """One running session of an agent. Independent of every other session.
 
     ``await send_and_wait(text)`` runs one turn. :meth:`events` subscribes to events.
@@ -647,7 +646,7 @@ class Session(metaclass=NoPublicConstructor):
         messages = request.messages if text is not None else request.messages[:-1]
         return SessionContext(messages, request.tools, request.options, self.warnings)
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         """Close the session (idempotent): end event streams, release the workspace,
         close integrations, delete a private workspace. Raises TurnInProgress while a
         turn runs."""
@@ -662,17 +661,6 @@ class Session(metaclass=NoPublicConstructor):
             if self._temporary is not None:
                 await run_in_worker(_remove_tree, self._temporary, name="remove workspace")
         self._engine._forget(self)
-
-    async def __aenter__(self) -> Session:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -728,7 +716,7 @@ class Engine(trio.abc.AsyncResource):
     async def aclose(self) -> None:
         """Close every open session of this engine."""
         for session in reversed(self._sessions[:]):
-            await session.close()
+            await session.aclose()
 
 
 class _ReferenceStarter(SessionStarter):

@@ -247,7 +247,7 @@ async def _run_package(
             # send_and_wait returns once the turn's events are in the stream's channel,
             # not once they are shown. One turn only: closing the session ends the
             # stream after those events, so the pump shows every one (the answer too).
-            await session.close()
+            await session.aclose()
             await pumped.wait()
             nursery.cancel_scope.cancel()
     if failure is not None:

@@ -286,7 +286,7 @@ class Host:
                 with trio.CancelScope(shield=True):
                     for state in host._sessions.values():
                         if state.app is not None:
-                            await state.app.close()
+                            await state.app.aclose()
                     if own_engine:
                         await active.aclose()
 
