@@ -50,7 +50,13 @@ def capture_content() -> bool:
 
 
 def model_identity(model: AgentModel) -> tuple[str, str | None]:
-    """``(gen_ai.provider.name, gen_ai.request.model)`` for a model, as far as known."""
+    """``(gen_ai.provider.name, gen_ai.request.model)`` for a model, as far as known
+    (through wrappers that expose ``wrapped``, like the app's event gate)."""
+    for _ in range(8):  # bounded: a wrapper chain is short
+        inner = getattr(model, "wrapped", None)
+        if inner is None:
+            break
+        model = inner
     module = type(model).__module__
     if module.startswith("emelex.model.openai"):
         name = getattr(model, "model", None)

@@ -228,6 +228,11 @@ class GatedModel:
         self._hub = hub
 
     @property
+    def wrapped(self) -> AgentModel:
+        """The model this gate wraps (tracing names the provider after it)."""
+        return self._inner
+
+    @property
     def capabilities(self) -> Capabilities:
         return self._inner.capabilities
 
