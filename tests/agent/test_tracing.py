@@ -251,3 +251,27 @@ async def test_message_and_tool_text_only_when_opted_in(
     (tool_span,) = recorder.of_kind("tool")
     assert json.loads(str(attr(tool_span, "gen_ai.tool.call.arguments"))) == {"x": 1}
     assert attr(tool_span, "gen_ai.tool.call.result") == "probe done"
+
+
+async def test_estimated_usage_is_marked_on_the_spans(make_builder: Make) -> None:
+    """A round whose usage the backend estimated says so; a reported one carries no mark,
+    and the turn is marked when any round was estimated."""
+    recorder = Recorder.open()
+    model = ScriptedModel(
+        [
+            [Call("echo", {}), Finish(usage=Usage(10, 2))],
+            [Say("done"), Finish(usage=Usage(12, 3, estimated=True))],
+        ]
+    )
+    builder = make_builder(model).tool(ScriptedTool("echo"))
+    async with open_supervisor("traced", tracer_provider=recorder.provider):
+        with builder.build() as session:
+            turn = await session.run("echo")
+    assert turn.usage == Usage(22, 5, estimated=True)
+    first, second = recorder.of_kind("model_job")
+    assert attr(first, "emelex.usage.estimated") is None
+    assert attr(second, "emelex.usage.estimated") is True
+    assert attr(second, "gen_ai.usage.output_tokens") == 3
+    (turn_span,) = recorder.of_kind("turn")
+    assert attr(turn_span, "emelex.usage.estimated") is True
+    assert attr(turn_span, "gen_ai.usage.input_tokens") == 22

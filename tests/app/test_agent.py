@@ -253,3 +253,20 @@ def test_builder_setters_do_not_validate_until_build() -> None:
     partial = Agent.builder().name("").capability("nope").file("/abs", "x")
     with pytest.raises(InvalidAgentName):
         partial.build()
+
+
+async def test_the_agent_sets_the_turn_retry_budget() -> None:
+    from emelex.agent import RetryBudgetExhausted
+    from emelex.app import Engine
+    from emelex.testing import Call, ScriptedModel
+
+    model = ScriptedModel([[Call("nope", {})], [Call("nope", {})], [Call("nope", {})]])
+    agent = Agent.builder().instructions("x").model(model).max_retries(1).build()
+    assert agent.max_retries == 1
+    with pytest.raises(ValueError, match="max_retries"):
+        Agent.builder().max_retries(-1)
+    async with Engine() as engine:
+        session = await engine.create(agent).start()
+        assert session.agent_session.max_retries == 1
+        with pytest.raises(RetryBudgetExhausted):
+            await session.send_and_wait("call a tool that does not exist")

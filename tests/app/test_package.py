@@ -381,3 +381,25 @@ async def test_a_package_with_a_plugin(tmp_path: Path) -> None:
         Change("added", "workspace.policy", None, '"read_only"'),
         Change("added", "workspace.recursive_delete", None, "false"),
     ]
+
+
+def test_agent_load_and_export_are_the_package_functions(tmp_path: Path) -> None:
+    from emelex.app import Agent, export_agent, load_agent
+    from emelex.testing import ScriptedModel
+
+    builder = Agent.builder().name("tiny").instructions("Be brief.").model(ScriptedModel([]))
+    agent = builder.build()
+    agent.export(tmp_path / "pkg")
+    export_agent(agent, tmp_path / "same")
+    assert (tmp_path / "pkg" / "agent.toml").read_bytes() == (
+        tmp_path / "same" / "agent.toml"
+    ).read_bytes()
+    model = ScriptedModel([])
+    loaded = Agent.load(tmp_path / "pkg", bindings={"default": model})
+    direct = load_agent(tmp_path / "pkg", bindings={"default": model})
+    assert (loaded.name, loaded.instructions) == ("tiny", "Be brief.")
+    assert (direct.name, direct.instructions, direct.client.model) == (
+        loaded.name,
+        loaded.instructions,
+        loaded.client.model,
+    )

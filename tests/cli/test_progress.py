@@ -72,7 +72,8 @@ def test_redraws_stay_within_the_budget(terminal: PtyScreen) -> None:
     elapsed = time.monotonic() - started
     bar.close()
     raw = terminal.sync()
-    assert 1 <= raw.count(b"prompt") <= elapsed / MIN_REDRAW_SECONDS + 2
+    # The first draw and the last two (final state, then removal) are not spaced.
+    assert 1 <= raw.count(b"prompt") <= elapsed / MIN_REDRAW_SECONDS + 3
 
 
 def test_prompt_progress_is_a_bar_on_a_terminal_and_a_line_elsewhere(

@@ -26,15 +26,15 @@ async def note(text: str) -> str:
     Args:
         text: What to note.
     """
-    await trio.sleep(0.01)
+    await trio.sleep(0.05)
     return f"noted {text}"
 
 
 def crash_agent(turns: int = 200) -> Agent:
     rounds: list[list[object]] = []
     for n in range(turns):
-        rounds.append([Wait(0.01), Call("note", {"text": f"n{n}"})])
-        rounds.append([Say("done "), Wait(0.01), Say(f"{n}")])
+        rounds.append([Wait(0.03), Call("note", {"text": f"n{n}"})])
+        rounds.append([Say("done "), Wait(0.03), Say(f"{n}")])
     model = ScriptedModel(rounds)  # type: ignore[arg-type]
     builder = Agent.builder().name("helper").instructions("Take notes.").model(model)
     return builder.tool(note).approver(DenyAll()).build()
@@ -62,18 +62,20 @@ async def answer_everything(host: Host, session_id: str) -> None:
                     break
 
 
-async def main(root: Path, workspace: Path) -> None:
+async def main(root: Path, workspace: Path, run: int) -> None:
     async with Host.open(root, agents={"helper": crash_agent()}) as host:
         created = await host.create_session("helper", workspace, operation="create")
         session_id = created.session.id
         report(f"SESSION {session_id}")
         async with trio.open_nursery() as nursery:
             nursery.start_soon(answer_everything, host, session_id)
-            for n in range(SENDS):
+            # Every run repeats the sends of earlier runs (retries of possibly lost
+            # responses) and adds SENDS new ones.
+            for n in range(SENDS * (run + 1)):
                 receipt = await host.send(session_id, f"task {n}", operation=f"send-{n}")
                 report(f"RECEIPT send-{n} {receipt.invocation_id}")
             await trio.sleep_forever()
 
 
 if __name__ == "__main__":
-    trio.run(main, Path(sys.argv[1]), Path(sys.argv[2]))
+    trio.run(main, Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]))

@@ -29,14 +29,17 @@ from .crash_child import SENDS, crash_agent
 TRIALS = int(os.environ.get("EMELEX_CRASH_TRIALS", "100"))
 KILLS_PER_ROOT = 5
 CHILD = Path(__file__).with_name("crash_child.py")
+#: Interrupted invocations seen across the trials, by how recovery settled them.
+CHECKPOINTED: list[str] = []
+ROLLED_BACK: list[str] = []
 
 
-async def run_and_kill(root: Path, workspace: Path, delay: float) -> list[str]:
+async def run_and_kill(root: Path, workspace: Path, run: int, delay: float) -> list[str]:
     """Start a Host child, SIGKILL it ``delay`` seconds after its Host is up, return
     what it printed."""
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2]))
     process = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "tests.service.crash_child", str(root), str(workspace)],
+        [sys.executable, "-m", "tests.service.crash_child", str(root), str(workspace), str(run)],
         stdout=subprocess.PIPE,
         env=env,
         cwd=str(Path(__file__).parents[2]),
@@ -105,6 +108,23 @@ async def drain(root: Path, workspace: Path, receipts: dict[str, str]) -> None:
     admitted = {e.payload["invocationId"] for e in events if e.kind == "queue.admitted"}
     finished = {e.payload["invocationId"] for e in events if e.kind == "queue.finished"}
     assert admitted == finished
+    # Harness rules after a crash: an interrupted turn whose tool may have run (it has a
+    # journal entry) is checkpointed with exactly the journalled rows; others roll back.
+    journals = {e.payload["invocationId"]: e for e in events if e.kind == "turn.journal"}
+    for end in (e for e in events if e.kind == "queue.finished"):
+        if end.payload["outcome"] != "interrupted":
+            continue
+        invocation = end.payload["invocationId"]
+        settled = [e for e in events if e.kind == "turn.settled" and e.turn_id == end.turn_id]
+        (settle,) = settled
+        if invocation in journals:
+            assert settle.payload["outcome"] == "checkpointed"
+            assert settle.turn_id == journals[invocation].turn_id
+            assert settle.payload["rows"] == len(journals[invocation].payload["messages"])
+            CHECKPOINTED.append(invocation)
+        else:
+            assert settle.payload == {"outcome": "rolled_back", "rows": 0}
+            ROLLED_BACK.append(invocation)
 
 
 async def test_kill_9_at_random_points_loses_nothing_committed(tmp_path: Path) -> None:
@@ -116,8 +136,8 @@ async def test_kill_9_at_random_points_loses_nothing_committed(tmp_path: Path) -
         workspace = tmp_path / f"work-{number}"
         workspace.mkdir()
         receipts: dict[str, str] = {}
-        for _ in range(KILLS_PER_ROOT):
-            lines = await run_and_kill(root, workspace, rng.uniform(0.0, 1.2))
+        for run in range(KILLS_PER_ROOT):
+            lines = await run_and_kill(root, workspace, run, rng.uniform(0.0, 1.5))
             kills += 1
             for line in lines:
                 if line.startswith("RECEIPT "):
@@ -127,6 +147,9 @@ async def test_kill_9_at_random_points_loses_nothing_committed(tmp_path: Path) -
             if (root / "host.db").exists():
                 await check_store(root / "host.db", receipts)
         await drain(root, workspace, receipts)
-        print(f"root {number}: {len(receipts)} receipts, {kills} kills so far")
-        assert len(receipts) <= SENDS
+        print(
+            f"root {number}: {len(receipts)} receipts, {kills} kills so far,"
+            f" {len(CHECKPOINTED)} checkpointed and {len(ROLLED_BACK)} rolled back after a crash"
+        )
+        assert len(receipts) <= SENDS * KILLS_PER_ROOT
     assert kills >= TRIALS - KILLS_PER_ROOT + 1

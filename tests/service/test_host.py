@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -12,15 +14,22 @@ import trio
 from emelex.agent import DenyAll
 from emelex.app import Agent
 from emelex.contracts import (
+    AgentName,
+    AgentWorker,
     ApproveResponse,
+    AttachmentMeta,
     DenyResponse,
+    ForkWorker,
     InteractionsChanged,
     QueueChanged,
     RowsPublished,
     WatchEnded,
     WatchUpdate,
 )
+from emelex.model import Message, ToolCall, to_json
 from emelex.service import (
+    AttachmentError,
+    ForkRefused,
     Host,
     InteractionSettled,
     OperationConflict,
@@ -30,7 +39,7 @@ from emelex.service import (
     UnknownSession,
 )
 from emelex.store import NewEvent, open_sqlite_store
-from emelex.testing import Call, Say, ScriptedModel
+from emelex.testing import Call, Fail, Say, ScriptedModel
 from emelex.tools import tool
 
 
@@ -193,9 +202,10 @@ async def test_search_pages_name_the_original_field(tmp_path: Path) -> None:
         await host.send(session.id, "Which STRASSE?", operation="s1")
         await until_idle(host, session.id)
         page = await host.search(session.id, "strasse")
-        assert [(h.position.source_sequence, h.field, h.start, h.end) for h in page.hits] == [
-            (4, "body", 6, 13),  # the user row; simple folding leaves "ß" alone
-            (5, "body", 20, 27),
+        user, answer = (await host.history(session.id)).rows
+        assert [(h.position, h.field, h.start, h.end) for h in page.hits] == [
+            (user.position, "body", 6, 13),  # simple folding leaves "ß" alone
+            (answer.position, "body", 20, 27),
         ]
         exact = await host.search(session.id, "strasse", case_sensitive=True)
         assert [(h.start, h.end) for h in exact.hits] == [(20, 27)]
@@ -287,3 +297,329 @@ def test_receipts_are_json(tmp_path: Path) -> None:
 
     wire = trio.run(scenario)
     assert json.loads(json.dumps(wire))["receipt"]["action"] == "createSession"
+
+
+async def test_restart_checkpoints_a_turn_whose_tool_may_have_run(tmp_path: Path) -> None:
+    root = tmp_path / "host"
+    async with Host.open(root, agents={"helper": agent()}) as host:
+        session = (await host.create_session("helper", tmp_path, operation="c")).session
+    checkpoint = [
+        Message.user("note it"),
+        Message.assistant("", tool_calls=(ToolCall("c1", "note", {"text": "x"}),)),
+        Message("tool", "interrupted", tool_call_id="c1"),
+    ]
+    async with open_sqlite_store(str(root / "host.db")) as store:
+        admitted = {"invocationId": "inv-1", "operation": "s1", "text": "note it"}
+        await store.append_events(
+            session.id,
+            [
+                NewEvent("queue.admitted", None, admitted),
+                NewEvent("queue.started", None, {"invocationId": "inv-1"}),
+                NewEvent(
+                    "turn.journal",
+                    "turn-1",
+                    {
+                        "invocationId": "inv-1",
+                        "messages": [json.loads(to_json(m)) for m in checkpoint],
+                    },
+                ),
+            ],
+        )
+    async with Host.open(root, agents={"helper": agent()}) as host:
+        rows = (await host.history(session.id)).rows
+        assert [(r.role, r.turn_id) for r in rows] == [
+            ("user", "turn-1"),
+            ("assistant", "turn-1"),
+            ("tool", "turn-1"),
+        ]
+        assert rows[2].tool_name == "note"
+    async with open_sqlite_store(str(root / "host.db")) as store:
+        events = await store.events_after(session.id, 0, limit=100)
+    settled = [e.payload for e in events if e.kind == "turn.settled"]
+    assert settled == [{"outcome": "checkpointed", "rows": 3}]
+
+
+async def test_each_tool_call_is_journalled_before_it_runs(tmp_path: Path) -> None:
+    NOTES.clear()
+    rounds = agent([Call("note", {"text": "milk"})], [Say("done")])
+    root = tmp_path / "host"
+    async with Host.open(root, agents={"helper": rounds}) as host:
+        session = (await host.create_session("helper", tmp_path, operation="c")).session
+        await host.send(session.id, "note milk", operation="s1")
+        interaction_id = await until_pending(host, session.id)
+        await host.respond(session.id, interaction_id, ApproveResponse(), operation="a1")
+        await until_idle(host, session.id)
+    async with open_sqlite_store(str(root / "host.db")) as store:
+        events = await store.events_after(session.id, 0, limit=100)
+    kinds = [e.kind for e in events]
+    # The journal entry lands after the approval and before the tool's result exists.
+    assert kinds.index("interaction.resolved") < kinds.index("turn.journal")
+    (journal,) = [e for e in events if e.kind == "turn.journal"]
+    roles = [m["data"]["role"] for m in journal.payload["messages"]]
+    assert roles == ["user", "assistant", "tool"]
+    assert NOTES == ["milk"]
+
+
+async def test_fork_keeps_history_through_a_turn_and_never_widens(tmp_path: Path) -> None:
+    NOTES.clear()
+    rounds = agent([Say("first answer")], [Say("second answer")], [Say("fork answer")])
+    async with Host.open(tmp_path / "host", agents={"helper": rounds}) as host:
+        source = (await host.create_session("helper", tmp_path, operation="c")).session
+        await host.send(source.id, "one", operation="s1")
+        await until_idle(host, source.id)
+        first_turn = (await host.history(source.id)).rows[-1].turn_id
+        await host.send(source.id, "two", operation="s2")
+        await until_idle(host, source.id)
+        revision = (await host.history(source.id)).through
+        fork = await host.fork(
+            source.id, revision=revision, turn_id=first_turn, operation="f1", tools=[]
+        )
+        assert (
+            await host.fork(
+                source.id, revision=revision, turn_id=first_turn, operation="f1", tools=[]
+            )
+            == fork
+        )
+        assert await host.fork_receipt(source.id, operation="f1") == fork
+        assert await host.fork_receipt(source.id, operation="never") is None
+        assert fork.branch.source_session_id == source.id
+        assert fork.branch.source_turn_id == first_turn
+        assert fork.session.branch == fork.branch
+        copied = (await host.history(fork.session.id)).rows
+        assert [(r.role, r.body) for r in copied] == [
+            ("user", "one"),
+            ("assistant", "first answer"),
+        ]
+        assert host.queue(fork.session.id).entries == ()
+        with pytest.raises(ForkRefused, match="cannot enable"):
+            await host.fork(
+                fork.session.id,
+                revision=fork.session.revision,
+                operation="f2",
+                tools=["note"],
+            )
+        with pytest.raises(ForkRefused, match="not a revision"):
+            await host.fork(source.id, revision=revision + 100, operation="f3")
+        with pytest.raises(ForkRefused, match="not a settled turn"):
+            await host.fork(source.id, revision=2, turn_id=first_turn, operation="f4")
+        with pytest.raises(OperationConflict):
+            await host.fork(source.id, revision=revision, operation="f1")
+        # The fork works on its own: new turns land after the copied history.
+        await host.send(fork.session.id, "three", operation="s3")
+        await until_idle(host, fork.session.id)
+        rows = (await host.history(fork.session.id)).rows
+        assert [r.body for r in rows][-2:] == ["three", "fork answer"]
+        assert len((await host.history(source.id)).rows) == 4
+    # Forks survive a restart with their branch and narrowed tools.
+    async with Host.open(tmp_path / "host", agents={"helper": agent()}) as host:
+        (info,) = [s for s in host.sessions() if s.id == fork.session.id]
+        assert info.branch == fork.branch
+
+
+async def test_failures_are_diagnostics_with_their_own_revision(tmp_path: Path) -> None:
+    secret = "provider body: api key sk-123 leaked"
+    rounds = agent([Fail(RuntimeError(secret))], [Say("fine")])
+    async with Host.open(tmp_path / "host", agents={"helper": rounds}) as host:
+        session = (await host.create_session("helper", tmp_path, operation="c")).session
+        async with host.watch_diagnostics(session.id) as revisions:
+            first = await revisions.__anext__()
+            assert first.revision == 0
+            failed = await host.send(session.id, "one", operation="s1")
+            await until_idle(host, session.id)
+            assert (await revisions.__anext__()).revision == 1
+        page = await host.diagnostics(session.id)
+        (only,) = page.diagnostics
+        assert (only.kind, only.cause.code, only.invocation_id) == (
+            "modelStep",
+            "modelError",
+            failed.invocation_id,
+        )
+        assert secret not in only.cause.message and "sk-123" not in only.cause.message
+        assert page.through == 1 and page.next_before is None
+        # Diagnostics keep their revision while history moves on.
+        await host.send(session.id, "two", operation="s2")
+        await until_idle(host, session.id)
+        assert (await host.diagnostics(session.id)).through == 1
+    async with Host.open(tmp_path / "host", agents={"helper": agent()}) as host:
+        assert (await host.diagnostics(session.id)).diagnostics == page.diagnostics
+
+
+async def test_diagnostic_pages_are_newest_first_under_a_fence(tmp_path: Path) -> None:
+    rounds = agent(*[[Fail(RuntimeError("x"))] for _ in range(5)])
+    async with Host.open(tmp_path / "host", agents={"helper": rounds}) as host:
+        session = (await host.create_session("helper", tmp_path, operation="c")).session
+        for n in range(5):
+            await host.send(session.id, f"q{n}", operation=f"s{n}")
+        await until_idle(host, session.id)
+        first = await host.diagnostics(session.id, limit=2)
+        assert [d.revision for d in first.diagnostics] == [5, 4] and first.next_before == 4
+        rest = await host.diagnostics(
+            session.id, through=first.through, before=first.next_before, limit=10
+        )
+        assert [d.revision for d in rest.diagnostics] == [3, 2, 1] and rest.next_before is None
+
+
+async def test_automatic_titles_and_title_failures(tmp_path: Path) -> None:
+    rounds = agent([Say("hello")], [Say('"Milk notes"')])
+    async with Host.open(tmp_path / "host", agents={"helper": rounds}, titles=True) as host:
+        session = (await host.create_session("helper", tmp_path, operation="c")).session
+        await host.send(session.id, "note milk", operation="s1")
+        await until_idle(host, session.id)
+        with trio.fail_after(10):
+            while host.sessions()[0].title is None:  # noqa: ASYNC110 (no event announces titles)
+                await trio.sleep(0.01)  # the title call follows the turn's commit
+        assert host.sessions()[0].title == "Milk notes"
+    failing = agent([Say("hello")], [Fail(RuntimeError("no"))])
+    async with Host.open(tmp_path / "other", agents={"helper": failing}, titles=True) as host:
+        session = (await host.create_session("helper", tmp_path, operation="c")).session
+        await host.send(session.id, "note milk", operation="s1")
+        async with host.watch_diagnostics(session.id) as revisions:
+            async for revision in revisions:
+                if revision.revision == 1:
+                    break
+        (title_failure,) = (await host.diagnostics(session.id)).diagnostics
+        assert title_failure.kind == "title"
+        rows = (await host.history(session.id)).rows
+        assert [r.body for r in rows] == ["note milk", "hello"]  # the turn itself stands
+
+
+def meta(name: str, data: bytes, mime_type: str = "text/plain") -> AttachmentMeta:
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    return AttachmentMeta(name=name, mime_type=mime_type, bytes=len(data), digest=digest)  # type: ignore[arg-type]
+
+
+async def test_execute_runs_a_task_on_its_attachments(tmp_path: Path) -> None:
+    notes, empty, image = b"milk\neggs\n", b"", bytes(range(256)) * 40
+    metas = [meta("notes.txt", notes), meta("empty.txt", empty), meta("a.png", image, "image/png")]
+
+    async def chunked() -> AsyncIterator[bytes]:
+        data = notes + empty + image
+        for start in range(0, len(data), 1000):  # any chunking: offsets follow from sizes
+            yield data[start : start + 1000]
+
+    rounds = agent([Say("Two items.")])
+    async with Host.open(tmp_path / "host", agents={"helper": rounds}) as host:
+        receipt = await host.execute(
+            "helper", "How many items?", operation="x1", attachments=metas, resource=chunked()
+        )
+        again = await host.execute("helper", "How many items?", operation="x1", attachments=metas)
+        assert again == receipt  # a retry reads no resource and admits nothing
+        await until_idle(host, receipt.session_id)
+        result = await host.execute_result(receipt.session_id, receipt.invocation_id)
+        assert result is not None and (result.status, result.answer) == ("completed", "Two items.")
+        workspace = Path(host.sessions()[-1].workspace)
+        assert (workspace / "notes.txt").read_bytes() == notes
+        assert (workspace / "a.png").read_bytes() == image
+        assert (workspace / "empty.txt").read_bytes() == b""
+        assert oct((workspace / "notes.txt").stat().st_mode & 0o777) == "0o444"
+    async with Host.open(tmp_path / "host", agents={"helper": agent()}) as host:
+        assert await host.execute_result(receipt.session_id, receipt.invocation_id) == result
+
+
+@pytest.mark.parametrize(
+    ("resource", "match"),
+    [
+        (b"milk\neggX\n", "does not match its digest"),
+        (b"milk\n", "ended after 5 of the 10 bytes"),
+        (b"milk\neggs\nmore", "more than the 10 bytes"),
+        (None, "no resource"),
+    ],
+)
+async def test_execute_refuses_a_resource_that_does_not_match(
+    tmp_path: Path, resource: bytes | None, match: str
+) -> None:
+    async with Host.open(tmp_path / "host", agents={"helper": agent()}) as host:
+        with pytest.raises(AttachmentError, match=match):
+            await host.execute(
+                "helper",
+                "go",
+                operation="x1",
+                attachments=[meta("notes.txt", b"milk\neggs\n")],
+                resource=resource,
+            )
+        assert host.sessions() == ()
+        assert list((tmp_path / "host" / "executor").iterdir()) == []
+
+
+async def test_execute_bounds_the_attachment_bytes(tmp_path: Path) -> None:
+    big = meta("big.bin", b"x" * 2048)
+    async with Host.open(
+        tmp_path / "host", agents={"helper": agent()}, max_attachment_bytes=1024
+    ) as host:
+        with pytest.raises(AttachmentError, match="the Host takes 1024"):
+            await host.execute("helper", "go", operation="x1", attachments=[big], resource=None)
+        with pytest.raises(AttachmentError, match="share a name"):
+            await host.execute(
+                "helper",
+                "go",
+                operation="x2",
+                attachments=[meta("a", b""), meta("a", b"")],
+                resource=b"",
+            )
+
+
+async def test_a_coordinator_starts_workers_and_collects_results(tmp_path: Path) -> None:
+    coordinator_rounds = agent([Say("plan ready")], [Say("forked work done")])
+    worker_rounds = ScriptedModel([[Say("agent work done")]])
+    other = Agent.builder().name("other").instructions("Work.").model(worker_rounds).build()
+    agents = {"helper": coordinator_rounds, "other": other}
+    async with Host.open(tmp_path / "host", agents=agents) as host:
+        hub = (await host.create_session("helper", tmp_path, operation="c")).session
+        await host.send(hub.id, "make a plan", operation="s1")
+        await until_idle(host, hub.id)
+        forked = await host.start_worker(
+            hub.id, ForkWorker(turn_id=None), "do part 1", operation="w1"
+        )
+        assert (
+            await host.start_worker(hub.id, ForkWorker(turn_id=None), "do part 1", operation="w1")
+            == forked
+        )
+        fresh = await host.start_worker(
+            hub.id, AgentWorker(agent=AgentName("other")), "do part 2", operation="w2", tools=[]
+        )
+        with pytest.raises(ForkRefused, match="cannot enable"):
+            await host.start_worker(
+                hub.id, AgentWorker(agent=AgentName("other")), "x", operation="w3", tools=["rm_rf"]
+            )
+        for worker in (forked.worker_id, fresh.worker_id):
+            await until_idle(host, worker)
+        snapshot = await host.workers(hub.id)
+        assert [(w.worker_id, w.state, w.result) for w in snapshot.workers] == [
+            (forked.worker_id, "completed", "forked work done"),
+            (fresh.worker_id, "completed", "agent work done"),
+        ]
+        # The forked worker kept the coordinator's history; both share its workspace.
+        rows = (await host.history(forked.worker_id)).rows
+        assert [r.body for r in rows][:2] == ["make a plan", "plan ready"]
+        infos = {s.id: s for s in host.sessions()}
+        assert infos[fresh.worker_id].workspace == infos[hub.id].workspace
+    async with Host.open(tmp_path / "host", agents=agents) as host:
+        again = await host.workers(hub.id)
+        assert [w.worker_id for w in again.workers] == [forked.worker_id, fresh.worker_id]
+
+
+async def test_context_reports_the_latest_main_request(tmp_path: Path) -> None:
+    rounds = agent([Call("note", {"text": "x"})], [Say("done")])
+    async with Host.open(tmp_path / "host", agents={"helper": rounds}) as host:
+        session = (await host.create_session("helper", tmp_path, operation="c")).session
+        assert (await host.context(session.id)).request is None
+        sent = await host.send(session.id, "note it", operation="s1")
+        interaction_id = await until_pending(host, session.id)
+        first = (await host.context(session.id)).request
+        assert first is not None and first.state == "completed"  # the round that asked
+        assert first.invocation_id == sent.invocation_id and first.turn_id
+        assert {g.role for g in first.groups} >= {"system", "user"}
+        assert [t.name for t in first.tools] == ["note"]
+        assert first.estimated_tokens  # ours, beside what the provider reported:
+        assert first.provider_input_tokens is not None
+        await host.respond(session.id, interaction_id, ApproveResponse(), operation="a1")
+        await until_idle(host, session.id)
+        report = await host.context(session.id)
+        assert report.request is not None and report.request.turn_id == first.turn_id
+        assert report.request.prepared_sequence > first.prepared_sequence
+        roles = {g.role: g.messages for g in report.request.groups}
+        assert roles["tool"] == 1 and roles["assistant"] == 1
+        pinned = await host.context(session.id, through=first.prepared_sequence)
+        assert pinned.request is not None and pinned.request.state == "running"
+    async with Host.open(tmp_path / "host", agents={"helper": agent()}) as host:
+        assert (await host.context(session.id)).request == report.request

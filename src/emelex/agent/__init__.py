@@ -39,6 +39,7 @@ from emelex.agent._errors import (
     RetryBudgetExhausted,
     RoundLimitExceeded,
     SessionClosed,
+    ToolJournalFailed,
     ToolUnavailable,
     TurnCancelled,
     TurnInProgress,
@@ -65,7 +66,7 @@ from emelex.agent._fitting import fit_rounds
 from emelex.agent._history import validate_history
 from emelex.agent._session import AgentSession
 from emelex.agent._tool_table import DEFAULT_TOOL_RETRIES
-from emelex.agent._turn import EventConsumer
+from emelex.agent._turn import EventConsumer, ToolJournal, current_turn
 from emelex.agent._turn_core import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_MAX_ROUNDS,
@@ -74,6 +75,7 @@ from emelex.agent._turn_core import (
     TurnCore,
     TurnPhase,
     TurnResolution,
+    check_max_retries,
 )
 from emelex.runtime import AgentCancellation
 from emelex.tools import (
@@ -89,6 +91,8 @@ from emelex.tools.builtin import WebSearchProvider, WebSearchResult
 __all__ = [
     "validate_history",
     "fit_rounds",
+    "current_turn",
+    "check_max_retries",
     "AUTHORITY_VERSION",
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_MAX_ROUNDS",
@@ -145,6 +149,8 @@ __all__ = [
     "ToolProgress",
     "ToolProposed",
     "ToolStarted",
+    "ToolJournal",
+    "ToolJournalFailed",
     "ToolUnavailable",
     "TurnCancelled",
     "TurnCompleted",

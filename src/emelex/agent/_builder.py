@@ -41,6 +41,7 @@ from emelex.tools.workspace import Workspace, WorkspaceError
 
 if TYPE_CHECKING:
     from emelex.agent._session import AgentSession
+    from emelex.agent._turn import ToolJournal
     from emelex.tools.builtin import WebSearchProvider
 
 #: Hard ceiling on the shell timeout setting (20 minutes).
@@ -76,6 +77,7 @@ class SessionParts:
     max_rounds: int
     default_max_tokens: int | None
     max_retries: int = DEFAULT_MAX_RETRIES
+    journal: ToolJournal | None = None
 
 
 @attrs.frozen
@@ -125,6 +127,7 @@ class AgentSessionBuilder:
         self._web_search_provider: Any = None
         self._max_rounds = DEFAULT_MAX_ROUNDS
         self._max_retries = DEFAULT_MAX_RETRIES
+        self._journal: ToolJournal | None = None
         self._default_max_tokens: int | None = DEFAULT_MAX_TOKENS
 
     # -- configuration --------------------------------------------------------------------
@@ -157,6 +160,15 @@ class AgentSessionBuilder:
         after its last round raises RoundLimitExceeded instead of asking again."""
         check_max_rounds(n)
         self._max_rounds = n
+        return self
+
+    def tool_journal(self, journal: ToolJournal | None) -> AgentSessionBuilder:
+        """Await ``journal(turn_id, checkpoint)`` before each tool call may start, where
+        ``checkpoint`` is exactly what the turn would commit if the process were lost
+        then (see :meth:`TurnCore.checkpoint_if_lost`). A host that stores it durably
+        can settle a crashed turn like a cancelled one. If the journal raises, the call
+        does not run and the turn fails like any other (checkpoint rule included)."""
+        self._journal = journal
         return self
 
     def max_retries(self, n: int) -> AgentSessionBuilder:
@@ -368,6 +380,7 @@ class AgentSessionBuilder:
             ceilings=self._ceilings,
             max_rounds=self._max_rounds,
             max_retries=self._max_retries,
+            journal=self._journal,
             default_max_tokens=self._default_max_tokens,
         )
         try:

@@ -136,3 +136,9 @@ class OutputValidationError(AgentError):
         self.answer = answer
         self.problem = problem
         self.attempts = attempts
+
+
+class ToolJournalFailed(AgentError):
+    """The session's tool journal raised before a call could start: the call did not
+    run, and the turn ended by the usual rule (rolled back, or checkpointed when an
+    earlier tool may have run)."""

@@ -95,6 +95,7 @@ class AgentSession(metaclass=NoPublicConstructor):
             client=parts.client,
             approval=parts.approval,
             workspace_root=resolved.workspace.root,
+            journal=parts.journal,
         )
         self._busy = False
         self._closed = False

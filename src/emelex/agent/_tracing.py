@@ -26,6 +26,7 @@ from emelex.model import (
     Response,
     TextPart,
     ToolCall,
+    Usage,
 )
 from emelex.runtime import Actor
 
@@ -50,9 +51,10 @@ def capture_content() -> bool:
 
 
 def model_identity(model: AgentModel) -> tuple[str, str | None]:
-    """``(gen_ai.provider.name, gen_ai.request.model)`` for a model, as far as known
-    (through wrappers that expose ``wrapped``, like the app's event gate)."""
-    for _ in range(8):  # bounded: a wrapper chain is short
+    """``(gen_ai.provider.name, gen_ai.request.model)`` for a model, as far as known.
+    Wrappers that expose the model they wrap as ``wrapped`` (the Engine's gating and
+    budgeting models) are looked through."""
+    for _ in range(8):  # bounded: a wrapper chain is a handful deep
         inner = getattr(model, "wrapped", None)
         if inner is None:
             break
@@ -107,12 +109,7 @@ def turn_ended(
         return
     if result is not None and not consumer_failed:
         outcome = COMMITTED
-        span.set_attributes(
-            {
-                "gen_ai.usage.input_tokens": result.usage.input_tokens,
-                "gen_ai.usage.output_tokens": result.usage.output_tokens,
-            }
-        )
+        span.set_attributes(_usage(result.usage))
     else:
         outcome = CHECKPOINTED if core.tools_may_have_run else ROLLED_BACK
     span.set_attributes(
@@ -122,6 +119,18 @@ def turn_ended(
             "emelex.turn.cancelled": cancelled,
         }
     )
+
+
+def _usage(usage: Usage) -> dict[str, Any]:
+    """Token counts; ``emelex.usage.estimated`` only when the backend counted them itself
+    (the provider reported none), so an estimate is never read as a report."""
+    attributes: dict[str, Any] = {
+        "gen_ai.usage.input_tokens": usage.input_tokens,
+        "gen_ai.usage.output_tokens": usage.output_tokens,
+    }
+    if usage.estimated:
+        attributes["emelex.usage.estimated"] = True
+    return attributes
 
 
 def model_round_started(actor: Actor, model: AgentModel, request: GenerationRequest) -> None:
@@ -157,8 +166,7 @@ def model_round_completed(actor: Actor, response: Response) -> None:
         return
     attributes: dict[str, Any] = {
         "gen_ai.response.finish_reasons": (response.finish_reason,),
-        "gen_ai.usage.input_tokens": response.usage.input_tokens,
-        "gen_ai.usage.output_tokens": response.usage.output_tokens,
+        **_usage(response.usage),
         "emelex.model.tool_calls": len(response.tool_calls),
     }
     if capture_content():

@@ -7,7 +7,8 @@ keeps state between turns.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 import attrs
@@ -22,6 +23,7 @@ from emelex.agent._errors import (
     ApprovalFailed,
     EventConsumerError,
     ModelFailed,
+    ToolJournalFailed,
     TurnCancelled,
 )
 from emelex.agent._events import (
@@ -55,6 +57,20 @@ from emelex.tools import (
 )
 
 EventConsumer = Callable[[AgentEvent], object]
+
+_CURRENT_TURN: ContextVar[tuple[str, str] | None] = ContextVar("emelex_turn", default=None)
+
+
+def current_turn() -> tuple[str, str] | None:
+    """``(session_id, turn_id)`` of the turn the calling task belongs to (its model job,
+    approvals and tools), or None outside a turn. A model wrapper or tool can use it to
+    say which turn a call belongs to."""
+    return _CURRENT_TURN.get()
+
+
+#: Awaited with (turn id, checkpoint) before each tool call may start; see
+#: :meth:`emelex.agent.AgentSessionBuilder.tool_journal`.
+ToolJournal = Callable[[str, tuple[Message, ...]], Awaitable[None]]
 
 #: Longest error text reported to the model for a failing tool.
 MAX_TOOL_ERROR_CHARS = 2_000
@@ -143,15 +159,22 @@ class TurnOutcome:
 class TurnDriver:
     """Runs a session's turns: one turn actor per turn, below the session's actor."""
 
-    __slots__ = ("_approval", "_client", "_session_id", "_workspace_root")
+    __slots__ = ("_approval", "_client", "_journal", "_session_id", "_workspace_root")
 
     def __init__(
-        self, *, session_id: str, client: Client, approval: ApprovalPolicy, workspace_root: str
+        self,
+        *,
+        session_id: str,
+        client: Client,
+        approval: ApprovalPolicy,
+        workspace_root: str,
+        journal: ToolJournal | None = None,
     ) -> None:
         self._session_id = session_id
         self._client = client
         self._approval = approval
         self._workspace_root = workspace_root
+        self._journal = journal
 
     async def drive(
         self,
@@ -170,6 +193,8 @@ class TurnDriver:
         tracing.session_started(session_node, self._session_id)
         result: AgentTurn | None = None
         error: BaseException | None = None
+        # Tasks of this turn (model job, approvals, tools) inherit it at spawn.
+        token = _CURRENT_TURN.set((self._session_id, core.turn_id))
         try:
             async with supervisor.open_actor(
                 ActorKind.TURN, f"turn {core.turn_id}", parent=session_node
@@ -191,6 +216,7 @@ class TurnDriver:
         except BaseException as exc:
             error = exc
         finally:
+            _CURRENT_TURN.reset(token)
             supervisor.close_actor(session_node)
         return TurnOutcome(result, sink, error)
 
@@ -294,6 +320,15 @@ class TurnDriver:
                 [ToolProgress(core.turn_id, call.id, message, done, total)]
             ),
         )
+        if self._journal is not None:
+            # Written down before the tool may run: a host that loses the process now
+            # settles the turn as this checkpoint (a tool may have run), never rolls back.
+            try:
+                await self._journal(core.turn_id, core.checkpoint_if_lost(call.id))
+            except Exception as exc:
+                raise ToolJournalFailed(
+                    f"the tool journal raised {type(exc).__name__} before {call.name!r}: {exc}"
+                ) from exc
         running = turn.call(
             self._tool_job,
             entry,

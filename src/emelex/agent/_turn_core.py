@@ -477,6 +477,13 @@ class TurnCore:
         if self.retries > self.max_retries:
             raise RetryBudgetExhausted(self.max_retries, tool=None, feedback=corrected[-1][1].text)
 
+    def _batch_messages(self, results: dict[str, ToolOutput]) -> list[Message]:
+        assert self._response is not None
+        return [
+            self._assistant_message(self._response),
+            *(results[item.call.id].to_message(item.call.id) for item in self._batch),
+        ]
+
     def _append_batch(self, results: dict[str, ToolOutput]) -> None:
         assert self._response is not None
         self._append(self._assistant_message(self._response))
@@ -546,6 +553,27 @@ class TurnCore:
                     results[item.call.id] = ToolOutput.error(NOT_EXECUTED)
             self._append_batch(results)
         return TurnResolution(False, tuple(self._messages))
+
+    def checkpoint_if_lost(self, starting: str) -> tuple[Message, ...]:
+        """What :meth:`abort` would keep if the process were lost right now, with the
+        call ``starting`` about to start: the complete batches and the batch in progress
+        completed with its recorded results, ``INTERRUPTED`` for calls that started (and
+        ``starting``) and ``NOT_EXECUTED`` for the rest. Changes nothing.
+
+        A host that writes this down before each tool starts can settle a turn of a
+        crashed process by the same rule as a cancelled one (checkpoint, because a tool
+        may have run)."""
+        self._expect(TurnPhase.TOOLS)
+        results: dict[str, ToolOutput] = {}
+        for item in self._batch:
+            recorded = self._results.get(item.call.id)
+            if recorded is not None:
+                results[item.call.id] = recorded[0]
+            elif item.call.id in self._started or item.call.id == starting:
+                results[item.call.id] = ToolOutput.error(INTERRUPTED)
+            else:
+                results[item.call.id] = ToolOutput.error(NOT_EXECUTED)
+        return (*self._messages, *self._batch_messages(results))
 
     @property
     def messages(self) -> tuple[Message, ...]:

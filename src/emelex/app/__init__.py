@@ -17,6 +17,7 @@
 """
 
 from emelex._facade import fix_module_names
+from emelex.app import _agent as _agent_module
 from emelex.app._agent import Agent, AgentBuilder, SeedFile
 from emelex.app._budget import (
     DEFAULT_CONTEXT_TOKENS,
@@ -275,4 +276,7 @@ __all__ = [
     "WorkspaceConflict",
 ]
 
+# Agent.load / agent.export delegate to the package modules (see app/_agent.PACKAGE_IO).
+_agent_module.PACKAGE_IO.load = load_agent
+_agent_module.PACKAGE_IO.export = export_agent
 fix_module_names(__name__, globals())

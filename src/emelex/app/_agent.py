@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import pathlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import attrs
 
-from emelex.agent import AgentTurn, ApprovalPolicy
+from emelex.agent import DEFAULT_MAX_RETRIES, AgentTurn, ApprovalPolicy, check_max_retries
 from emelex.app._capabilities import (
     BUILTIN_TOOLS,
     BuiltinCapability,
@@ -121,6 +121,18 @@ def tool_gated(tool: AgentTool) -> bool:
     return bool(getattr(tool, "gated", False))
 
 
+class _PackageIO:
+    """The package reader and writer, which build and read Agents and so cannot be
+    imported here without an import circle: the ``emelex.app`` facade (always imported
+    before this module) hands them in."""
+
+    load: Callable[..., Agent]
+    export: Callable[..., None]
+
+
+PACKAGE_IO = _PackageIO()
+
+
 @attrs.frozen
 class Agent:
     """An immutable, validated application description; build one with
@@ -148,10 +160,29 @@ class Agent:
     output_type: Any = None
     #: Retry turns after an invalid structured answer.
     output_retries: int = DEFAULT_OUTPUT_RETRIES
+    #: Rounds of a turn in which the model may get corrections (invalid arguments,
+    #: ``RetryWithFeedback``); see ``docs/app/retries.md``.
+    max_retries: int = DEFAULT_MAX_RETRIES
 
     @staticmethod
     def builder() -> AgentBuilder:
         return AgentBuilder()
+
+    @staticmethod
+    def load(
+        path: str | os.PathLike[str],
+        *,
+        bindings: Mapping[str, Client | AgentModel] | None = None,
+        approver: ApprovalPolicy | None = None,
+    ) -> Agent:
+        """The agent of the package at ``path`` (see :func:`emelex.app.load_agent`;
+        :func:`emelex.app.load_package` also keeps the package's metadata)."""
+        return PACKAGE_IO.load(path, bindings=bindings, approver=approver)
+
+    def export(self, path: str | os.PathLike[str]) -> None:
+        """Write this agent as a package at ``path`` (see :func:`emelex.app.export_agent`,
+        which also takes the package's description, version, binding and preset)."""
+        PACKAGE_IO.export(self, path)
 
     @overload
     def run_sync(
@@ -227,6 +258,7 @@ class AgentBuilder:
         self._options = GenerationOptions()
         self._output_type: Any = None
         self._output_retries: Any = DEFAULT_OUTPUT_RETRIES
+        self._max_retries = DEFAULT_MAX_RETRIES
 
     def name(self, name: str) -> AgentBuilder:
         self._name = name
@@ -330,6 +362,14 @@ class AgentBuilder:
         self._output_retries = retries
         return self
 
+    def max_retries(self, n: int) -> AgentBuilder:
+        """Rounds of each turn in which the model may get corrections (default 6); the
+        next one fails the turn with ``RetryBudgetExhausted``. Each tool keeps its own
+        budget (``@tool(max_retries=...)``)."""
+        check_max_retries(n)
+        self._max_retries = n
+        return self
+
     # -- validation -----------------------------------------------------------------------
     def build(self) -> Agent:
         name = self._name
@@ -380,6 +420,7 @@ class AgentBuilder:
             options=self._options,
             output_type=self._output_type,
             output_retries=retries,
+            max_retries=self._max_retries,
         )
 
     def _check_tools(self) -> list[AgentTool]:

@@ -31,8 +31,9 @@ English text with common tokenizers; lower it for scripts that tokenize densely.
 reports them in each terminal response) and the model calls of one session. It is
 checked before each model call: the call that crosses the token limit completes, the
 next one raises :class:`UsageBudgetExhausted`. A call whose stream fails or is cancelled
-counts as a call but adds no tokens (the model never reported any); a model that
-reports zero usage never exhausts the token budget.
+counts as a call but adds no tokens (the model never reported any). Estimated usage
+(``Usage.estimated``: the backend counted what its provider did not report) counts like
+reported usage, so a token budget holds on servers that report none.
 """
 
 from __future__ import annotations
@@ -332,7 +333,7 @@ class BudgetUsage:
         usage = self.usage
         tokens = (
             f"Tokens used: {usage.total_tokens:,} (input {usage.input_tokens:,}, "
-            f"output {usage.output_tokens:,})"
+            f"output {usage.output_tokens:,}{'; estimated' if usage.estimated else ''})"
         )
         if self.limits.max_total_tokens is None:
             tokens += "; no token limit."
@@ -410,6 +411,11 @@ class BudgetedModel:
     def __init__(self, inner: AgentModel, meter: BudgetMeter) -> None:
         self._inner = inner
         self._meter = meter
+
+    @property
+    def wrapped(self) -> AgentModel:
+        """The model this one wraps (tracing reports the wrapped model's identity)."""
+        return self._inner
 
     @property
     def capabilities(self) -> Capabilities:

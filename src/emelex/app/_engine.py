@@ -61,6 +61,7 @@ from emelex.tools import AgentTool, BuiltinSettings
 from emelex.tools.workspace import Workspace, WorkspaceError
 
 if TYPE_CHECKING:
+    from emelex.agent import ToolJournal
     from emelex.app._stream import TextStream
 
 T = TypeVar("T")
@@ -199,6 +200,7 @@ class SessionStarter:
         self._used = False
         self._contributions: list[tuple[str, Contribution]] = []
         self._history: tuple[Message, ...] = ()
+        self._journal: ToolJournal | None = None
 
     def harness(self, harness: Harness) -> SessionStarter:
         if not isinstance(harness, Harness):
@@ -221,6 +223,13 @@ class SessionStarter:
             if not isinstance(item, Message):
                 raise TypeError(f"history(...) needs Messages, got {type(item).__name__}")
         self._history = items
+        return self
+
+    def tool_journal(self, journal: ToolJournal | None) -> SessionStarter:
+        """Await ``journal(turn_id, checkpoint)`` before each tool call may start (see
+        :meth:`emelex.agent.AgentSessionBuilder.tool_journal`): how the Host settles a
+        turn of a crashed process by the harness rules."""
+        self._journal = journal
         return self
 
     def event_buffer(self, capacity: int) -> SessionStarter:
@@ -299,6 +308,8 @@ class SessionStarter:
                 .session_id(session_id)
                 .tools(GatedTool(tool, hub) for tool in assembly.tools)
                 .history(history)
+                .tool_journal(self._journal)
+                .max_retries(agent.max_retries)
             )
             agent_session = builder.build()
             if board is not None:

@@ -229,7 +229,7 @@ class GatedModel:
 
     @property
     def wrapped(self) -> AgentModel:
-        """The model this gate wraps (tracing names the provider after it)."""
+        """The model this one wraps (tracing reports the wrapped model's identity)."""
         return self._inner
 
     @property

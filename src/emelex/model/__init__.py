@@ -15,6 +15,7 @@ from emelex.model._errors import (
     InvalidResponse,
     ModelError,
 )
+from emelex.model._estimate import TokenCounter, count_usage, estimate_tokens, estimate_usage
 from emelex.model._events import (
     Completed,
     FinishReason,
@@ -77,6 +78,11 @@ __all__ = [
     "Response",
     "Usage",
     "FinishReason",
+    # usage estimates
+    "TokenCounter",
+    "count_usage",
+    "estimate_tokens",
+    "estimate_usage",
     # models
     "Capabilities",
     "AgentModel",

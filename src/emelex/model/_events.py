@@ -70,12 +70,24 @@ class Progress:
             raise InvalidResponse(f"progress message must be a string or None: {self.message!r}")
 
 
+def _check_flag(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if type(value) is not bool:
+        raise InvalidResponse(f"{attribute.name} must be a bool, got {value!r}")
+
+
 @attrs.frozen
 class Usage:
-    """Tokens consumed by one generation; usages add up with ``+``."""
+    """Tokens consumed by one generation; usages add up with ``+``.
+
+    ``estimated`` is True when the provider did not report the figures and the backend
+    counted them itself (see ``docs/usage.md``); a sum is estimated when any part is.
+    """
 
     input_tokens: int = attrs.field(default=0, validator=_check_count)
     output_tokens: int = attrs.field(default=0, validator=_check_count)
+    estimated: bool = attrs.field(
+        default=False, kw_only=True, validator=_check_flag, metadata={"omit_if_default": True}
+    )
 
     @property
     def total_tokens(self) -> int:
@@ -86,7 +98,9 @@ class Usage:
         if not isinstance(other, Usage):
             return NotImplemented
         return Usage(
-            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            estimated=self.estimated or other.estimated,
         )
 
 

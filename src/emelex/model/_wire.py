@@ -198,7 +198,14 @@ def _omissions(cls: type) -> dict[str, Any]:
     overrides = {}
     for field in attrs.fields(cls):
         default = field.default
-        if default is None or default is UNSET or default == ():
+        # A field may ask to be left out at its default (Usage.estimated), so values
+        # written before it existed stay byte-identical.
+        if (
+            default is None
+            or default is UNSET
+            or default == ()
+            or field.metadata.get("omit_if_default")
+        ):
             overrides[field.name] = override(omit_if_default=True)
     return overrides
 

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from emelex.service._errors import (
+        AttachmentError,
+        ForkRefused,
         HostClosed,
         InteractionSettled,
         OperationConflict,
@@ -26,7 +28,9 @@ if TYPE_CHECKING:
     from emelex.service._host import Host
 
 _LAZY = {
+    "AttachmentError": "emelex.service._errors",
     "Host": "emelex.service._host",
+    "ForkRefused": "emelex.service._errors",
     "HostClosed": "emelex.service._errors",
     "InteractionSettled": "emelex.service._errors",
     "OperationConflict": "emelex.service._errors",
@@ -39,6 +43,8 @@ _LAZY = {
 }
 
 __all__ = [
+    "AttachmentError",
+    "ForkRefused",
     "Host",
     "HostClosed",
     "InteractionSettled",

@@ -10,6 +10,10 @@ from emelex.store._errors import (
     StoreError,
 )
 from emelex.store._log import (
+    MODEL_COMPLETION,
+    TOOL_RESULT,
+    TURN_INPUT,
+    TURN_SETTLED,
     AppendResult,
     NewEvent,
     OperationRecord,
@@ -34,6 +38,10 @@ from emelex.store._sqlite import (
 __all__ = [
     "directory_looser_than_private",
     "make_private_directory",
+    "MODEL_COMPLETION",
+    "TOOL_RESULT",
+    "TURN_INPUT",
+    "TURN_SETTLED",
     "MAX_PAGE_ROWS",
     "SCHEMA_VERSION",
     "AppendResult",

@@ -22,6 +22,7 @@ from emelex.model import (
     GenerationEvent,
     GenerationOptions,
     GenerationRequest,
+    InvalidRequest,
     InvalidResponse,
     Message,
     ModelError,
@@ -30,6 +31,7 @@ from emelex.model import (
     ToolCall,
     ToolDefinition,
     Usage,
+    estimate_usage,
 )
 from emelex.model.openai import (
     ChunkTooLarge,
@@ -40,6 +42,7 @@ from emelex.model.openai import (
     OpenAIModel,
     RateLimited,
     ResponseTooLarge,
+    ServerTokenCounter,
     StreamError,
     StreamStalled,
     TransportFailure,
@@ -108,12 +111,69 @@ async def test_client_wrapper_and_plain_text(fault_server: FaultServer) -> None:
     assert response.usage == Usage(5, 4)
 
 
-async def test_no_usage_reported_gives_zero_usage(fault_server: FaultServer) -> None:
+async def test_no_usage_reported_gives_an_estimate(fault_server: FaultServer) -> None:
     async with OpenAIModel(fault_server.url("nousage"), "m") as model:
         async with model.generate(HELLO) as stream:
             events = [event async for event in stream]
         assert not stream.usage_reported
-    assert check_contract(events).response.usage == Usage()
+    response = check_contract(events).response
+    # "hello" is 5 bytes (2 tokens) plus 4 for the message's framing; "plain" 5 bytes.
+    assert response.usage == Usage(6, 2, estimated=True)
+    assert response.usage == estimate_usage(HELLO, response)
+
+
+async def test_a_failing_server_counter_falls_back_to_bytes_once(
+    fault_server: FaultServer,
+) -> None:
+    """This server has no token-count endpoint (it answers an SSE stream there): the
+    byte estimate is used, and the endpoint is not asked again."""
+    async with OpenAIModel(fault_server.url("nousage"), "m", token_counter="server") as model:
+        assert isinstance(model.token_counter, ServerTokenCounter)
+        assert model.token_counter.url == fault_server.root + "/nousage/extras/tokenize/count"
+        for _ in range(2):
+            async with model.generate(HELLO) as stream:
+                events = [event async for event in stream]
+            assert check_contract(events).response.usage == Usage(6, 2, estimated=True)
+    assert fault_server.app.paths.count("/nousage/extras/tokenize/count") == 1
+    assert fault_server.app.requests[1] == {"input": "", "model": "m"}
+
+
+class StuckCounter:
+    """A tokenizer that never answers (a hung tokenize endpoint)."""
+
+    def __init__(self) -> None:
+        self.asked = trio.Event()
+
+    async def count_tokens(self, text: str) -> int:
+        self.asked.set()
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+
+async def test_the_streams_cancellation_stops_a_count_in_progress(
+    fault_server: FaultServer,
+) -> None:
+    counter = StuckCounter()
+    cancellation = AgentCancellation()
+
+    async def cancel_while_counting() -> None:
+        await counter.asked.wait()
+        cancellation.cancel()
+
+    async with OpenAIModel(fault_server.url("nousage"), "m", token_counter=counter) as model:
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(cancel_while_counting)
+                async with model.generate(HELLO, cancellation=cancellation) as stream:
+                    events = [event async for event in stream]
+    # The answer had arrived in full; only the count was cut short: bytes instead.
+    response = check_contract(events).response
+    assert response.text == "plain" and response.usage == Usage(6, 2, estimated=True)
+
+
+def test_token_counter_option_is_checked() -> None:
+    with pytest.raises(InvalidRequest, match="token_counter must be"):
+        OpenAIModel("http://127.0.0.1:1/v1", "m", token_counter="tokenizer")  # type: ignore[arg-type]
 
 
 async def test_comments_ids_and_multiline_data(fault_server: FaultServer) -> None:

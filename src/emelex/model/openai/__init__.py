@@ -51,12 +51,14 @@ from emelex.model.openai._model import (
     retry_after_seconds,
 )
 from emelex.model.openai._sse import SSEEvent, SSEParser
+from emelex.model.openai._tokens import LLAMA_CPP_PYTHON_COUNT_PATH, ServerTokenCounter
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_MAX_LINE_BYTES",
     "DEFAULT_MAX_RESPONSE_BYTES",
     "DEFAULT_STALL_TIMEOUT",
+    "LLAMA_CPP_PYTHON_COUNT_PATH",
     "ChunkAssembler",
     "ChunkTooLarge",
     "ConnectionFailed",
@@ -72,6 +74,7 @@ __all__ = [
     "ResponseTooLarge",
     "SSEEvent",
     "SSEParser",
+    "ServerTokenCounter",
     "StreamError",
     "StreamStalled",
     "TransportFailure",

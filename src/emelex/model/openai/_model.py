@@ -11,14 +11,16 @@ import re
 import time
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, Literal
 
+import attrs
 import httpx
 import trio
 
 from emelex.model._capabilities import Capabilities
 from emelex.model._errors import InvalidRequest
-from emelex.model._events import Completed, GenerationEvent
+from emelex.model._estimate import TokenCounter, count_usage, estimate_usage
+from emelex.model._events import Completed, GenerationEvent, Response
 from emelex.model._request import GenerationRequest
 from emelex.model.openai._assembly import ChunkAssembler
 from emelex.model.openai._errors import (
@@ -34,6 +36,7 @@ from emelex.model.openai._errors import (
 )
 from emelex.model.openai._mapping import ReasoningFields, reasoning_effort_fields, request_body
 from emelex.model.openai._sse import SSEEvent, SSEParser
+from emelex.model.openai._tokens import LLAMA_CPP_PYTHON_COUNT_PATH, ServerTokenCounter, server_root
 from emelex.runtime import AgentCancellation
 
 DEFAULT_MAX_LINE_BYTES: Final = 1 << 20
@@ -127,6 +130,15 @@ class OpenAIModel(trio.abc.AsyncResource):
     (default :func:`reasoning_effort_fields`); ``include_usage`` asks for usage in the
     stream (``stream_options``).
 
+    Usage is never silently zero: when the server reports none (llama-cpp-python's
+    server never does while streaming), the response's usage is counted here and
+    marked ``estimated``. ``token_counter`` chooses how: ``None`` (default) is the
+    documented byte estimate of :func:`~emelex.model.estimate_usage`; ``"server"`` asks
+    llama-cpp-python's ``/extras/tokenize/count`` beside ``base_url`` (the served model's
+    own tokenizer; two small requests per generation, byte estimate if it fails); any
+    :class:`~emelex.model.TokenCounter` is used as given. A generation stopped by its
+    ``cancellation`` always gets the byte estimate (no request after a stop).
+
     Bounds (each failure is a typed :class:`OpenAIError`): ``max_line_bytes`` per SSE line
     or event (:class:`ChunkTooLarge`), ``max_response_bytes`` per response body
     (:class:`ResponseTooLarge`), ``stall_timeout`` seconds without a byte, waiting for the
@@ -146,6 +158,7 @@ class OpenAIModel(trio.abc.AsyncResource):
         extra_body: Mapping[str, Any] | None = None,
         reasoning_fields: ReasoningFields = reasoning_effort_fields,
         include_usage: bool = True,
+        token_counter: TokenCounter | Literal["server"] | None = None,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         stall_timeout: float | None = DEFAULT_STALL_TIMEOUT,
@@ -197,6 +210,22 @@ class OpenAIModel(trio.abc.AsyncResource):
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._owns_client = http_client is None
         self._client = http_client if http_client is not None else httpx.AsyncClient()
+        self._token_counter: TokenCounter | None
+        if token_counter == "server":
+            auth = self._headers.get("Authorization")
+            self._token_counter = ServerTokenCounter(
+                server_root(str(url)) + LLAMA_CPP_PYTHON_COUNT_PATH,
+                http_client=self._client,
+                model=model,
+                headers=httpx.Headers({"Authorization": auth}) if auth else None,
+                timeout=connect + (self._stall or DEFAULT_STALL_TIMEOUT),
+            )
+        elif token_counter is None or isinstance(token_counter, TokenCounter):
+            self._token_counter = token_counter
+        else:
+            raise InvalidRequest(
+                f'token_counter must be a TokenCounter, "server" or None, got {token_counter!r}'
+            )
 
     # -- configuration ----------------------------------------------------------------------
     @property
@@ -224,6 +253,11 @@ class OpenAIModel(trio.abc.AsyncResource):
     @property
     def stall_timeout(self) -> float | None:
         return self._stall
+
+    @property
+    def token_counter(self) -> TokenCounter | None:
+        """What counts usage the server does not report (``None``: the byte estimate)."""
+        return self._token_counter
 
     def request_body(self, request: GenerationRequest) -> dict[str, Any]:
         """The JSON body this model would send for ``request`` (no I/O).
@@ -428,8 +462,8 @@ class OpenAIStream:
 
     @property
     def usage_reported(self) -> bool:
-        """Whether the server reported token usage (otherwise the response's usage is
-        zero)."""
+        """Whether the server reported token usage (otherwise the response's usage was
+        counted here and is marked ``estimated``)."""
         return self._assembler.usage is not None
 
     # -- context ----------------------------------------------------------------------------
@@ -597,7 +631,25 @@ class OpenAIStream:
                 self._end_of_body()
             elif chunk:
                 self._absorb(chunk)
-        return ready.popleft()
+        event = ready.popleft()
+        if isinstance(event, Completed) and self._assembler.usage is None:
+            event = Completed(await self._estimated(event.response))
+        return event
+
+    async def _estimated(self, response: Response) -> Response:
+        """The response with usage counted here (the server reported none)."""
+        usage = None
+        if not self._cancelled and response.finish_reason != "cancelled":
+            # The stream's cancellation stops a count in progress, like a read.
+            with trio.CancelScope() as scope:
+                self._scope = scope
+                try:
+                    usage = await count_usage(self._request, response, self._model._token_counter)
+                finally:
+                    self._scope = None
+        if usage is None:
+            usage = estimate_usage(self._request, response)
+        return attrs.evolve(response, usage=usage)
 
     def _absorb(self, chunk: bytes) -> bool:
         """Take in one piece of the body; True when the stream has finished."""
