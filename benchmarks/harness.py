@@ -15,7 +15,7 @@ absolute times: the machines are shared and their speed moves from minute to min
 2. Event throughput: answer deltas per second through one turn against a raw Trio memory
    channel moving the same number of items between two tasks.
 3. Cancellation latency: 100 sessions, each with one cooperative tool in flight; time from
-   ``cancel()`` to each tool having seen it and returned, and to each ``run_turn`` raising
+   ``cancel()`` to each tool having seen it and returned, and to each ``session.run`` raising
    (which adds the turn's checkpoint and teardown).
 4. Memory per idle (built, never run) session, with tracemalloc.
 
@@ -197,14 +197,14 @@ async def _time_sessions(
     for session in sessions:
         for _ in range(turns_each):
             start = time.perf_counter()
-            await session.run_turn("hi")
+            await session.run("hi")
             samples.append(time.perf_counter() - start)
     return time.process_time() - cpu
 
 
 async def emelex_turns(workspace: str, turns: int, turns_per_session: int) -> TurnTiming:
     """``turns`` tool-round turns on sessions rebuilt every ``turns_per_session`` turns
-    (building is not timed; only ``run_turn`` is)."""
+    (building is not timed; only ``session.run`` is)."""
     tool = NoopTool()
     samples: list[float] = []
     cpu = 0.0
@@ -289,7 +289,7 @@ async def emelex_deltas_per_second(workspace: str, deltas: int) -> float:
     try:
         gc.collect()
         start = time.perf_counter()
-        await session.run_turn("hi", on_event=on_event)
+        await session.run("hi", on_event=on_event)
         elapsed = time.perf_counter() - start
     finally:
         session.close()
@@ -377,7 +377,7 @@ async def _cancel_once(sessions: list[AgentSession], tool: WaitTool, mode: str) 
 
     async def one(session: AgentSession) -> None:
         try:
-            await session.run_turn("go", cancellation=cancellation)
+            await session.run("go", cancellation=cancellation)
         except TurnCancelled:
             latencies.append(time.perf_counter() - cancelled_at)
             return
@@ -593,7 +593,7 @@ def profile_turns(turns: int) -> None:
                 with build_session(model, workspace, tool) as session:
                     profiler.enable()
                     for _ in range(TURNS_PER_SESSION):
-                        await session.run_turn("hi")
+                        await session.run("hi")
                     profiler.disable()
 
         trio.run(profiled)
@@ -765,7 +765,7 @@ def summary_rows(measured: Measurements) -> list[Row]:
         p50, p99, _ = latency.summary()
         rows.append(
             Row(
-                f"cancel → every run_turn raised, p99, {sessions} sessions, by {how}",
+                f"cancel → every session.run raised, p99, {sessions} sessions, by {how}",
                 f"{p99:.2f} ms",
                 f"{sessions} bare Trio tasks {bare_p99:.2f} ms",
                 ratio(p99 / bare_p99, 1, "time"),

@@ -88,8 +88,10 @@ async def main() -> None:
             )
             with builder.build() as session:
                 print("authority:", session.authority_snapshot.to_json()[:100], "...")
-                turn = await session.run_turn(
-                    "How many words in 'the quick brown fox'?", AgentCancellation(), show
+                turn = await session.run(
+                    "How many words in 'the quick brown fox'?",
+                    cancellation=AgentCancellation(),
+                    on_event=show,
                 )
                 print("answer:", turn.response.text)
                 print("committed:", [m.role for m in turn.messages])

@@ -187,7 +187,7 @@ def test_harness_rows_without_competitors_are_skipped_with_the_reason() -> None:
     assert rows[0].emelex == "600"
     assert rows[0].note == "competitors not installed: run `...`"
     assert rows[2].ratio == "1.50x speed"
-    # Tools stopped (AgentCancellation, then CancelScope), then every run_turn raised.
+    # Tools stopped (AgentCancellation, then CancelScope), then every session.run raised.
     assert rows[3].emelex == "1.50 ms"
     assert rows[3].ratio == "0.38x time"
     assert rows[4].emelex == "10.00 ms"

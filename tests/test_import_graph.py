@@ -22,11 +22,6 @@ ROOT = "emelex"
 #: is the sorted set of modules of one strongly connected component.
 KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset(
     {
-        # agent/_builder <-> agent/_session: the turn driver moves to agent/_turn.py.
-        frozenset({"emelex.agent._builder", "emelex.agent._session"}),
-        # runtime/_supervisor <-> runtime/_diagnostics: diagnostics start-up moves into
-        # _diagnostics.py.
-        frozenset({"emelex.runtime._supervisor", "emelex.runtime._diagnostics"}),
         # Agent.run_sync (-> _sync -> _engine -> _agent) and AgentBuilder.build's plugin
         # check (-> _plugins -> _agent; _plugins and _mcp take their integration types from
         # _engine, which loads them as default integrations). A convenience method of the
@@ -35,6 +30,7 @@ KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset(
         frozenset(
             {
                 "emelex.app._agent",
+                "emelex.app._builtins",
                 "emelex.app._engine",
                 "emelex.app._mcp",
                 "emelex.app._plugins",
@@ -44,26 +40,9 @@ KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset(
     }
 )
 
-#: Modules that import a private module of another package today (issue 12, item 5 clears
-#: this). Exact: an entry that no longer occurs fails the test, so the list only shrinks.
-PRIVATE_IMPORTS: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("emelex.app", "emelex.tools._function"),
-        ("emelex.app._budget", "emelex.agent._fitting"),
-        ("emelex.app._budget", "emelex.tools._function"),
-        ("emelex.app._engine", "emelex.tools.builtin._files"),
-        ("emelex.app._output", "emelex.tools._function"),
-        ("emelex.app._output", "emelex.tools._schema"),
-        ("emelex.app._plugins", "emelex.tools._function"),
-        ("emelex.cli._doctor", "emelex.model.llama._buffers"),
-        ("emelex.cli._doctor", "emelex.runtime._supervisor"),
-        ("emelex.cli._store", "emelex.store._permissions"),
-        ("emelex.cli._supervise", "emelex.runtime._supervisor"),
-        ("emelex.testing.cancellation", "emelex.agent._history"),
-        ("emelex.testing.contract_strategies", "emelex.contracts._wire"),
-        ("emelex.tools.mcp._connection", "emelex.runtime._groups"),
-    }
-)
+#: Modules that import a private module of another package: none. Each package exports
+#: what others need from its facade (issue 12, item 5).
+PRIVATE_IMPORTS: frozenset[tuple[str, str]] = frozenset()
 
 
 def _module_name(path: pathlib.Path) -> str:

@@ -14,6 +14,14 @@ from typing import TYPE_CHECKING
 from emelex._errors import EmelexError, LimitExceeded, SerializationError
 from emelex._version import __version__
 
+# The root errors are defined here in effect (emelex._facade would load attrs eagerly).
+for _error in (EmelexError, LimitExceeded, SerializationError):
+    _error.__module__ = __name__
+    for _member in vars(_error).values():
+        if hasattr(_member, "__code__"):
+            _member.__module__ = __name__
+del _error, _member
+
 if TYPE_CHECKING:
     from emelex.agent import (
         AgentCancellation,

@@ -54,7 +54,7 @@ async def test_a_subscriber_that_never_reads_does_not_stall_the_session(
     with pytest.raises(EventsLagged):
         async for _ in idle:
             pass
-    await session.close()
+    await session.aclose()
 
 
 async def test_a_reader_beside_a_stalled_subscriber_gets_every_event(
@@ -72,7 +72,7 @@ async def test_a_reader_beside_a_stalled_subscriber_gets_every_event(
     text = "".join(e.text for e in seen if isinstance(e, AnswerDelta))
     assert text == "".join(f"{i} " for i in range(100))
     assert isinstance(seen[-1], TurnCompleted)
-    await session.close()
+    await session.aclose()
 
 
 async def test_a_reader_keeps_up_with_a_burst_larger_than_its_buffer(
@@ -89,4 +89,4 @@ async def test_a_reader_keeps_up_with_a_burst_larger_than_its_buffer(
             assert not live.lagged
     assert sum(isinstance(e, ToolProposed) for e in seen) == 20
     assert isinstance(seen[-1], TurnCompleted)
-    await session.close()
+    await session.aclose()

@@ -49,7 +49,7 @@ async def test_a_repeated_call_in_a_later_round_is_asked_again(tmp_path: Path) -
         ]
     )
     with trio.fail_after(20), session_for(model, tmp_path, policy) as session:
-        await session.run_turn("write twice")
+        await session.run("write twice")
     assert len(policy.asked) == 2
     assert (tmp_path / "a.txt").read_text() == "approved"
     results = [m.text for m in session.history if m.role == "tool"]
@@ -68,7 +68,7 @@ async def test_identical_calls_in_one_round_are_each_asked(tmp_path: Path) -> No
         ]
     )
     with trio.fail_after(20), session_for(model, tmp_path, policy) as session:
-        await session.run_turn("write both")
+        await session.run("write both")
     assert len(policy.asked) == 2
     assert (tmp_path / "a.txt").read_text() == "approved"
     assert not (tmp_path / "b.txt").exists()
@@ -85,7 +85,7 @@ async def test_an_approval_does_not_carry_into_the_next_turn(tmp_path: Path) -> 
         ]
     )
     with trio.fail_after(20), session_for(model, tmp_path, policy) as session:
-        await session.run_turn("first")
-        await session.run_turn("second")
+        await session.run("first")
+        await session.run("second")
     assert len(policy.asked) == 2
     assert (tmp_path / "a.txt").read_text() == "approved"

@@ -47,8 +47,8 @@ async def test_malformed_calls_are_answered_and_the_session_goes_on(
         .build()
     )
     with trio.fail_after(20), session:
-        first = await session.run_turn("go")
-        second = await session.run_turn("again")
+        first = await session.run("go")
+        second = await session.run("again")
     assert first.response.text == "sorry" and second.response.text == "still here"
     calls = [c for m in session.history for c in m.tool_calls]
     results = [m for m in session.history if m.role == "tool"]

@@ -1,7 +1,7 @@
 """Issue 18 item 10: a custom model's non-JSON arguments never lose a checkpoint.
 
 The attack as reported: an approved ``write_file`` ran, then a call with a Python
-``set`` argument made ``run_turn`` raise a raw ``TypeError`` and the history stayed
+``set`` argument made ``run`` raise a raw ``TypeError`` and the history stayed
 empty while the file was written. Arguments are now checked to be JSON values (with a
 bounded depth) when the round completes, before anything runs: such a round is refused
 and the model told why; a later failure still checkpoints what ran.
@@ -79,7 +79,7 @@ async def test_a_set_after_an_approved_write_keeps_the_write_in_history(tmp_path
         ]
     )
     with trio.fail_after(20), session_for(model, tmp_path, probe) as session:
-        turn = await session.run_turn("write, then probe")
+        turn = await session.run("write, then probe")
         assert turn.response.text == "done"
         assert (tmp_path / "a.txt").read_text() == "hello"
         assert probe.started == []
@@ -115,21 +115,21 @@ async def test_non_json_arguments_refuse_the_round_before_it_runs(
     )
     with trio.fail_after(20):
         with session_for(model, tmp_path, probe, other) as session:
-            await session.run_turn("go")
+            await session.run("go")
             assert probe.started == [] and other.started == []
             texts = [m.text for m in session.history if m.role == "tool"]
             assert len(texts) == 2
             assert all(t.startswith("refused: nothing in this round ran") for t in texts)
             assert "call 2 ('probe') has non-JSON arguments" in texts[0]
             assert_json_history(session.history)
-            await session.run_turn("again")  # the session stays usable
+            await session.run("again")  # the session stays usable
 
 
 async def test_arguments_at_the_depth_bound_are_accepted(tmp_path: Path) -> None:
     probe = ScriptedTool("probe")
     model = ScriptedModel([[Call("probe", nested(MAX_ARGUMENT_DEPTH))], [Say("ok")]])
     with trio.fail_after(20), session_for(model, tmp_path, probe) as session:
-        await session.run_turn("go")
+        await session.run("go")
         assert len(probe.started) == 1
 
 
@@ -143,7 +143,7 @@ async def test_a_failure_after_a_tool_ran_checkpoints_it(tmp_path: Path) -> None
     )
     with trio.fail_after(20), session_for(model, tmp_path, probe) as session:
         with pytest.raises(ModelFailed) as caught:
-            await session.run_turn("write, then break")
+            await session.run("write, then break")
         assert caught.value.rolled_back is False
         assert [m.role for m in caught.value.checkpoint] == ["user", "assistant", "tool"]
         assert session.history == caught.value.checkpoint

@@ -52,9 +52,9 @@ async def later_turns_and_resume_work(
     resumed_history = session.history
     resume = builder(model, workspace).tools(tools).history(resumed_history)
     with resume.build() as resumed:
-        turn = await resumed.run_turn("are you there?")
+        turn = await resumed.run("are you there?")
         assert turn.response.text == "fine"
-        await resumed.run_turn("and now?")
+        await resumed.run("and now?")
         assert resumed.history[: len(resumed_history)] == resumed_history  # never rewritten
     for request in model.requests:
         assert_within_ceilings(request)
@@ -66,7 +66,7 @@ async def test_a_round_of_4100_calls_is_refused_before_anything_runs(tmp_path: P
         [[Call("probe", {"n": n}) for n in range(CALLS)], [Say("I will ask for less.")]]
     )
     with trio.fail_after(60), builder(model, tmp_path).tool(probe).build() as session:
-        turn = await session.run_turn("probe everything")
+        turn = await session.run("probe everything")
         assert turn.response.text == "I will ask for less."
         assert probe.started == []  # nothing ran
         history = session.history
@@ -97,7 +97,7 @@ async def test_a_history_with_a_committed_4100_call_round_resumes(tmp_path: Path
     probe = ScriptedTool("probe")
     with trio.fail_after(60):
         with builder(model, tmp_path).tool(probe).history(history).build() as session:
-            turn = await session.run_turn("probe one")
+            turn = await session.run("probe one")
             assert turn.response.text == "one was enough"
             assert len(probe.started) == 1
             assert session.history[:4_103] == tuple(history)
@@ -120,7 +120,7 @@ async def test_an_approved_5_mib_write_is_refused_before_approval(tmp_path: Path
     )
     with trio.fail_after(60):
         with builder(model, tmp_path).approval_policy(approvals).build() as session:
-            turn = await session.run_turn("write a big file")
+            turn = await session.run("write a big file")
             assert turn.response.text == "I will write it in parts."
             assert approvals.asked == []  # refused before anyone was asked
             assert not (tmp_path / "big.txt").exists()
@@ -142,7 +142,7 @@ async def test_a_history_with_an_approved_5_mib_write_resumes(tmp_path: Path) ->
     ]
     model = ScriptedModel([[Say("hello again")]])
     with trio.fail_after(60), builder(model, tmp_path).history(history).build() as session:
-        turn = await session.run_turn("hi")
+        turn = await session.run("hi")
         assert turn.response.text == "hello again"
         (request,) = model.requests
         assert_within_ceilings(request)
@@ -163,7 +163,7 @@ async def test_arguments_summing_over_the_ceiling_refuse_the_whole_round(
     approvals = ApproveAll()
     with trio.fail_after(60):
         with builder(model, tmp_path).approval_policy(approvals).build() as session:
-            await session.run_turn("write three parts")
+            await session.run("write three parts")
             assert approvals.asked == []
             assert _names(tmp_path) == set()  # no part was written
             texts = refusals(session.history)
@@ -177,7 +177,7 @@ async def test_a_small_message_ceiling_keeps_only_the_calls_that_fit(tmp_path: P
     probe = ScriptedTool("probe")
     model = ScriptedModel([[Call("probe", {"n": n}) for n in range(3)], [Say("ok")]])
     with builder(model, tmp_path).tool(probe).max_messages(4).build() as session:
-        await session.run_turn("go")
+        await session.run("go")
         assert probe.started == []
         # user, assistant and one result per kept call fill the 4 messages.
         assert [m.role for m in model.requests[1].messages] == ["user", "assistant", "tool", "tool"]
@@ -190,7 +190,7 @@ async def test_refused_rounds_count_against_max_rounds_and_roll_back(tmp_path: P
     model = ScriptedModel([big, big, big])
     with builder(model, tmp_path).tool(probe).max_messages(4).max_rounds(2).build() as session:
         with pytest.raises(RoundLimitExceeded) as caught:
-            await session.run_turn("go")
+            await session.run("go")
         assert caught.value.rolled_back is True  # no tool may have run
         assert session.history == ()
         assert probe.started == []
@@ -203,7 +203,7 @@ async def test_tool_schemas_never_advertise_more_than_the_argument_ceiling(
     build = builder(model, tmp_path)
     snapshot = build.authority_snapshot()
     with build.build() as session:
-        await session.run_turn("hi")
+        await session.run("hi")
     (write,) = [tool for tool in model.requests[0].tools if tool.name == "write_file"]
     assert write.parameters["properties"]["content"]["maxLength"] == 4 * MiB
     # The authority snapshot keeps the declared schema: stored sessions still match.
@@ -211,7 +211,7 @@ async def test_tool_schemas_never_advertise_more_than_the_argument_ceiling(
     assert json.loads(declared.parameters)["properties"]["content"]["maxLength"] == 16 * MiB
     smaller = builder(model, tmp_path).max_tool_argument_bytes(1_000)
     with smaller.build() as session:
-        await session.run_turn("hi")
+        await session.run("hi")
     for tool in model.requests[1].tools:
         for bound in _size_bounds(tool.parameters):
             assert bound <= 1_000

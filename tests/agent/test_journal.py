@@ -49,7 +49,7 @@ async def test_a_cancelled_turn_commits_the_last_journalled_checkpoint(
 
             nursery.start_soon(cancel_while_b_runs)
             with pytest.raises(TurnCancelled) as caught:
-                await session.run_turn("go", cancellation)
+                await session.run("go", cancellation=cancellation)
     assert len(entries) == 2  # one entry before each call
     (first_turn, first), (second_turn, second) = entries
     assert first_turn == second_turn
@@ -71,6 +71,6 @@ async def test_a_failing_journal_stops_the_call_and_fails_the_turn(make_builder:
     model = ScriptedModel([[Call("a", {})], [Say("never")]])
     with make_builder(model).tool(tool).tool_journal(journal).build() as session:
         with pytest.raises(ToolJournalFailed, match="disk full") as caught:
-            await session.run_turn("go")
+            await session.run("go")
         assert tool.started == []
         assert caught.value.rolled_back is True and session.history == ()

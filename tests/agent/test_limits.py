@@ -100,7 +100,7 @@ async def test_a_model_calling_tools_forever_stops_at_the_default_limit(
     events: list[AgentEvent] = []
     with make_builder(model).tool(tool).build() as session:
         with pytest.raises(RoundLimitExceeded) as caught:
-            await session.run_turn("loop", None, events.append)
+            await session.run("loop", on_event=events.append)
         # Tools ran: the complete rounds are kept as a checkpoint, nothing half-done.
         assert caught.value.rolled_back is False
         assert caught.value.checkpoint == session.history
@@ -126,9 +126,9 @@ async def test_the_round_limit_is_a_builder_setting_and_the_session_stays_usable
     with make_builder(model).tool(tool).max_rounds(3).build() as session:
         assert session.max_rounds == 3
         with pytest.raises(RoundLimitExceeded, match="3 model rounds"):
-            await session.run_turn("loop")
+            await session.run("loop")
         assert len(tool.finished) == 3
-        turn = await session.run_turn("now answer")  # the next turn starts afresh
+        turn = await session.run("now answer")  # the next turn starts afresh
         assert turn.response.text == "answer"
         assert turn.rounds == 1
         with pytest.raises(ValueError, match="max_rounds"):
@@ -140,7 +140,7 @@ async def test_the_round_limit_is_a_builder_setting_and_the_session_stays_usable
 async def test_a_turn_that_answers_in_its_last_round_succeeds(make_builder: Make) -> None:
     model = ScriptedModel([[Call("probe", {})], [Say("done")]])
     with make_builder(model).tool(ScriptedTool("probe")).max_rounds(2).build() as session:
-        turn = await session.run_turn("go")
+        turn = await session.run("go")
     assert turn.response.text == "done"
     assert turn.rounds == 2
 
@@ -153,7 +153,7 @@ async def test_round_limit_rolls_back_when_no_tool_may_have_run(make_builder: Ma
     builder = make_builder(model).tool(tool).approval_policy(approvals).max_rounds(2)
     with builder.build() as session:
         with pytest.raises(RoundLimitExceeded) as caught:
-            await session.run_turn("loop")
+            await session.run("loop")
         assert caught.value.rolled_back is True
         assert caught.value.checkpoint == ()
         assert session.history == ()
@@ -166,8 +166,8 @@ async def test_default_max_tokens_fills_an_unset_limit(make_builder: Make) -> No
     model = ScriptedModel([[Say("a")], [Say("b")], [Say("c")], [Say("d")]])
     with make_builder(model).build() as session:
         assert session.next_request("x").options.max_tokens == DEFAULT_MAX_TOKENS == 1024
-        await session.run_turn("one")
-        await session.run_turn_with_options("two", GenerationOptions(max_tokens=7))
+        await session.run("one")
+        await session.run("two", options=GenerationOptions(max_tokens=7))
     seen = [request.options.max_tokens for request in model.requests]
     assert seen == [1024, 7]
 
@@ -178,13 +178,13 @@ async def test_session_options_win_over_the_default_and_none_removes_it(
     model = ScriptedModel([[Say("a")], [Say("b")]])
     builder = make_builder(model).options(GenerationOptions(max_tokens=50, temperature=0.5))
     with builder.build() as session:
-        await session.run_turn("one")
+        await session.run("one")
     unlimited = ScriptedModel([[Say("a")]])
     with make_builder(unlimited).default_max_tokens(None).build() as session:
-        await session.run_turn("one")
+        await session.run("one")
     custom = ScriptedModel([[Say("a")]])
     with make_builder(custom).default_max_tokens(300).build() as session:
-        await session.run_turn("one")
+        await session.run("one")
     assert model.requests[0].options.max_tokens == 50
     assert model.requests[0].options.temperature == 0.5
     assert unlimited.requests[0].options.max_tokens is None
@@ -197,9 +197,9 @@ async def test_setting_max_rounds_between_turns_applies_to_the_next_turn(
     tool = ScriptedTool("probe")
     model = ScriptedModel([[Call("probe", {})], [Say("one")], [Call("probe", {})], [Say("x")]])
     with make_builder(model).tool(tool).build() as session:
-        assert (await session.run_turn("a")).rounds == 2
+        assert (await session.run("a")).rounds == 2
         session.max_rounds = 1
         with pytest.raises(RoundLimitExceeded, match="1 model round ") as caught:
-            await session.run_turn("b")
+            await session.run("b")
         assert caught.value.rolled_back is False  # the probe ran in round 1
     assert len(tool.finished) == 2

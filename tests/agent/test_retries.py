@@ -192,7 +192,7 @@ async def test_retry_with_feedback_reaches_the_model_and_the_turn_goes_on(
     model = ScriptedModel([[Call("square", {"n": -3})], [Call("square", {"n": 3})], [Say("9")]])
     events: list[Any] = []
     with build(tmp_path, model, square) as session, trio.fail_after(10):
-        turn = await session.run_turn("square -3", on_event=events.append)
+        turn = await session.run("square -3", on_event=events.append)
         history = session.history
     assert seen == [-3, 3] and turn.response.text == "9"
     outputs = [e.output for e in events if isinstance(e, ToolCompleted)]
@@ -213,7 +213,7 @@ async def test_any_agent_tool_may_ask_for_a_retry(tmp_path: Path) -> None:
     model = ScriptedModel([[Call("picky", {"n": 1})], [Say("ok")]])
     events: list[Any] = []
     with build(tmp_path, model, picky) as session, trio.fail_after(10):
-        await session.run_turn("go", on_event=events.append)
+        await session.run("go", on_event=events.append)
     (completed,) = [e for e in events if isinstance(e, ToolCompleted)]
     assert completed.output == ToolOutput.feedback("say please") and completed.executed
 
@@ -229,7 +229,7 @@ async def test_a_tool_that_always_asks_again_fails_the_turn_typed(tmp_path: Path
     model = ScriptedModel([[Call("stubborn", {"n": k})] for k in range(5)])
     with build(tmp_path, model, stubborn) as session, trio.fail_after(10):
         with pytest.raises(RetryBudgetExhausted) as caught:
-            await session.run_turn("go")
+            await session.run("go")
         history = session.history
     assert calls == [0, 1] and model.calls_made == 2
     assert caught.value.tool == "stubborn" and caught.value.maximum == 1
@@ -247,7 +247,7 @@ async def test_the_session_budget_bounds_invalid_calls_across_tools(tmp_path: Pa
     a, b = ScriptedTool("a", schema=SCHEMA), ScriptedTool("b", schema=SCHEMA)
     with build(tmp_path, model, a, b, max_retries=2) as session, trio.fail_after(10):
         with pytest.raises(RetryBudgetExhausted) as caught:
-            await session.run_turn("go")
+            await session.run("go")
         assert session.max_retries == 2
         # Nothing ran: the turn is rolled back whole.
         assert caught.value.rolled_back and session.history == ()

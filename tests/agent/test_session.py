@@ -78,7 +78,7 @@ async def test_simple_turn_commits_user_and_answer(make_builder: Make) -> None:
     model = ScriptedModel([[Say("Hi "), Say("there")]])
     events: list[AgentEvent] = []
     with make_builder(model).build() as session:
-        turn = await session.run_turn("hello", None, events.append)
+        turn = await session.run("hello", on_event=events.append)
         assert turn.response.text == "Hi there"
         assert [m.role for m in turn.messages] == ["user", "assistant"]
         assert session.history == turn.messages
@@ -99,7 +99,7 @@ async def test_tool_round_event_order_and_reidentification(make_builder: Make) -
     model = ScriptedModel([[Think("plan"), Call("probe", {"x": 1})], [Say("done")]])
     events: list[AgentEvent] = []
     with make_builder(model).tool(tool).build() as session:
-        turn = await session.run_turn("go", None, events.append)
+        turn = await session.run("go", on_event=events.append)
     assert kinds(events) == [
         "TurnStarted",
         "ModelStarted",
@@ -128,7 +128,7 @@ async def test_prefix_suffix_emitted_and_violation_fails(make_builder: Make) -> 
     model = ScriptedModel([[Say("Hel"), Finish(text="Hello", reasoning="why")]])
     events: list[AgentEvent] = []
     with make_builder(model).build() as session:
-        turn = await session.run_turn("x", None, events.append)
+        turn = await session.run("x", on_event=events.append)
     deltas = [e.text for e in events if isinstance(e, AnswerDelta)]
     assert "".join(deltas) == turn.response.text == "Hello"
     reasoning = [e for e in events if isinstance(e, ReasoningDelta)]
@@ -141,7 +141,7 @@ async def test_prefix_suffix_emitted_and_violation_fails(make_builder: Make) -> 
     failures: list[AgentEvent] = []
     with make_builder(bad).build() as session:
         with pytest.raises(ProtocolViolation) as caught:
-            await session.run_turn("x", None, failures.append)
+            await session.run("x", on_event=failures.append)
         assert caught.value.rolled_back is True
         assert session.history == ()
     assert isinstance(failures[-1], TurnFailed)
@@ -152,7 +152,7 @@ async def test_model_failure_is_typed_and_rolls_back(make_builder: Make) -> None
     model = ScriptedModel([[Say("par"), Fail(OSError("connection reset"))]])
     with make_builder(model).build() as session:
         with pytest.raises(ModelFailed, match="connection reset") as caught:
-            await session.run_turn("x")
+            await session.run("x")
         assert isinstance(caught.value.__cause__, OSError)
         assert caught.value.rolled_back
         assert session.history == ()
@@ -165,7 +165,7 @@ async def test_default_policy_denies_and_decisions_are_never_cached(make_builder
         [Say("ok")],
     ]
     with make_builder(ScriptedModel(script)).tool(tool).build() as session:
-        turn = await session.run_turn("x")
+        turn = await session.run("x")
         results = [m.text for m in turn.messages if m.role == "tool"]
     assert tool.started == []
     assert all(text.startswith("denied:") for text in results)
@@ -175,7 +175,7 @@ async def test_default_policy_denies_and_decisions_are_never_cached(make_builder
     tool = ScriptedTool("write", approval="write 3 bytes to /ws/a.txt")
     builder = make_builder(ScriptedModel(script)).tool(tool).approval_policy(approvals)
     with builder.build() as session:
-        await session.run_turn("x", None, events.append)
+        await session.run("x", on_event=events.append)
     assert len(approvals.asked) == 2  # identical calls were asked twice
     assert approvals.asked[0].reason == "write 3 bytes to /ws/a.txt"
     assert approvals.asked[0].call.id != approvals.asked[1].call.id
@@ -195,7 +195,7 @@ async def test_failing_policy_is_an_approval_error(make_builder: Make) -> None:
     model = ScriptedModel([[Call("w", {})], [Say("x")]])
     with make_builder(model).tool(tool).approval_policy(Broken()).build() as session:
         with pytest.raises(ApprovalFailed, match="policy bug"):
-            await session.run_turn("x")
+            await session.run("x")
         assert session.history == ()
 
 
@@ -207,13 +207,13 @@ async def test_disabled_tool_gets_unavailable_result_without_approval(
     model = ScriptedModel([[Call("a", {})], [Say("ok")], [Say("again")]])
     with make_builder(model).tool(tool).approval_policy(approvals).build() as session:
         session.set_enabled_tools([])
-        turn = await session.run_turn("x")
+        turn = await session.run("x")
         assert "unavailable" in turn.messages[2].text
         assert approvals.asked == []
         assert tool.started == []
         # Referenced by history, so still declared for replay while disabled.
         assert [t.name for t in model.requests[1].tools] == ["a"]
-        await session.run_turn("y")
+        await session.run("y")
         assert [t.name for t in model.requests[2].tools] == ["a"]
 
 
@@ -224,7 +224,7 @@ async def test_tool_errors_and_invalid_arguments_reach_the_model(make_builder: M
     )
     model = ScriptedModel([[Call("f", {}), Call("s", {"n": "x"})], [Say("ok")]])
     with make_builder(model).tool(failing).tool(strict).build() as session:
-        turn = await session.run_turn("x")
+        turn = await session.run("x")
     results = [m.text for m in turn.messages if m.role == "tool"]
     assert "failed as scripted" in results[0]
     assert "invalid arguments at n" in results[1]
@@ -241,7 +241,7 @@ async def test_tool_progress_is_delivered(make_builder: Make) -> None:
     events: list[AgentEvent] = []
     model = ScriptedModel([[Call("r", {})], [Say("done")]])
     with make_builder(model).tool(Reporter("r")).build() as session:
-        await session.run_turn("x", None, events.append)
+        await session.run("x", on_event=events.append)
     (progress,) = [e for e in events if isinstance(e, ToolProgress)]
     assert (progress.message, progress.completed, progress.total) == ("half", 1, 2)
     started = next(i for i, e in enumerate(events) if isinstance(e, ToolStarted))
@@ -252,13 +252,13 @@ async def test_tool_progress_is_delivered(make_builder: Make) -> None:
 async def test_run_message_parts_and_video_refused(make_builder: Make) -> None:
     model = ScriptedModel([[Say("seen")]])
     with make_builder(model).build() as session:
-        await session.run_message(
+        await session.run(
             ["look", ImagePart(b"\x89PNG", "image/png"), AudioPart(b"RIFF", "audio/wav")]
         )
         content = model.requests[0].messages[0].content
         assert isinstance(content[0], TextPart)
         with pytest.raises(UnsupportedContent, match="video"):
-            await session.run_message([VideoPart(b"\x00", "video/mp4")])
+            await session.run([VideoPart(b"\x00", "video/mp4")])
         assert len(session.history) == 2
 
 
@@ -268,13 +268,11 @@ async def test_per_turn_options_overlay_and_capability_check(make_builder: Make)
     )
     session_options = GenerationOptions(temperature=0.5, reasoning=Reasoning.OFF)
     with make_builder(model).options(session_options).build() as session:
-        await session.run_turn_with_options("x", GenerationOptions(max_tokens=7))
+        await session.run("x", options=GenerationOptions(max_tokens=7))
         sent = model.requests[0].options
         assert (sent.temperature, sent.max_tokens, sent.reasoning) == (0.5, 7, Reasoning.OFF)
         with pytest.raises(CapabilityMissing):
-            await session.run_turn_with_options(
-                "x", GenerationOptions(reasoning=Reasoning.budget(64))
-            )
+            await session.run("x", options=GenerationOptions(reasoning=Reasoning.budget(64)))
         assert len(model.requests) == 1  # refused before anything was sent
 
 
@@ -282,8 +280,8 @@ async def test_budget_overrides_and_off_clears(make_builder: Make) -> None:
     model = ScriptedModel([[Say("a")], [Say("b")]], capabilities=Capabilities(thinking_toggle=True))
     options = GenerationOptions(reasoning=Reasoning.budget(100))
     with make_builder(model).options(options).build() as session:
-        await session.run_turn_with_options("x", GenerationOptions(reasoning=Reasoning.OFF))
-        await session.run_turn_with_options("y", GenerationOptions(reasoning=Reasoning.budget(5)))
+        await session.run("x", options=GenerationOptions(reasoning=Reasoning.OFF))
+        await session.run("y", options=GenerationOptions(reasoning=Reasoning.budget(5)))
     assert model.requests[0].options.reasoning == Reasoning.OFF
     assert model.requests[1].options.reasoning == Reasoning.budget(5)
 
@@ -297,8 +295,8 @@ async def test_reasoning_stripped_from_requests_and_history_but_not_events(
     )
     events: list[AgentEvent] = []
     with make_builder(model).build() as session:
-        turn = await session.run_turn("x", None, events.append)
-        await session.run_turn("y")
+        turn = await session.run("x", on_event=events.append)
+        await session.run("y")
         assert turn.response.reasoning == "secret"
         assert all(m.reasoning is None for m in session.history)
         assert all(m.reasoning is None for m in model.requests[1].messages)
@@ -309,7 +307,7 @@ async def test_request_ceiling_checked_before_the_model(make_builder: Make) -> N
     model = ScriptedModel([[Say("never")]])
     with make_builder(model).max_message_bytes(4).build() as session:
         with pytest.raises(CeilingExceeded) as caught:
-            await session.run_turn("far too long")
+            await session.run("far too long")
         assert caught.value.rolled_back
         assert model.requests == ()
 
@@ -323,13 +321,16 @@ async def test_consumer_failure(make_builder: Make) -> None:
     with make_builder(model).build() as session:
         with trio.fail_after(5):
             with pytest.raises(EventConsumerError) as caught:
-                await session.try_run_turn("x", None, explode)
+                await session.run("x", on_event=explode)
         assert isinstance(caught.value.__cause__, KeyError)
         assert caught.value.rolled_back
         assert model.abandoned_rounds == (0,)
         assert session.history == ()
-        with pytest.raises(KeyError, match="consumer bug"):
-            await session.run_turn("x", None, explode)
+        # There is no "infallible" variant any more: every run wraps the consumer's error.
+        with pytest.raises(EventConsumerError, match="KeyError") as again:
+            await session.run("x", on_event=explode)
+        assert isinstance(again.value.__cause__, KeyError)
+        assert session.history == ()
 
 
 async def test_agent_cancellation_during_model_rolls_back(
@@ -341,7 +342,7 @@ async def test_agent_cancellation_during_model_rolls_back(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_cancel_later, cancellation, 5)
             with pytest.raises(TurnCancelled) as caught:
-                await session.run_turn("x", cancellation)
+                await session.run("x", cancellation=cancellation)
         assert trio.current_time() == 5
         assert caught.value.rolled_back
         assert session.history == ()
@@ -359,7 +360,7 @@ async def test_caller_scope_cancellation_propagates_cancelled(
     events: list[AgentEvent] = []
     with make_builder(model).build() as session:
         with trio.move_on_after(3) as scope:
-            await session.run_turn("x", None, events.append)
+            await session.run("x", on_event=events.append)
         assert scope.cancelled_caught
         assert session.history == ()
         assert isinstance(events[-1], TurnFailed)
@@ -377,7 +378,7 @@ async def test_started_tool_finishes_once_and_batch_stops(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_cancel_later, cancellation, 2)
             with pytest.raises(TurnCancelled) as caught:
-                await session.run_turn("x", cancellation)
+                await session.run("x", cancellation=cancellation)
         assert trio.current_time() == 10  # waited for the one terminal result
         assert slow.finished == slow.started
         assert later.started == []
@@ -394,7 +395,7 @@ async def test_cooperative_tool_stops_early(
     model = ScriptedModel([[Call("coop", {})], [Say("never")]])
     with make_builder(model).tool(coop).build() as session:
         with trio.move_on_after(4):
-            await session.run_turn("x")
+            await session.run("x")
         assert trio.current_time() == 4
         assert [m.text for m in session.history if m.role == "tool"] == ["coop stopped early"]
 
@@ -406,7 +407,7 @@ async def test_interruptible_tool_is_dropped(
     model = ScriptedModel([[Call("i", {})], [Say("never")]])
     with make_builder(model).tool(tool).build() as session:
         with trio.move_on_after(4):
-            await session.run_turn("x")
+            await session.run("x")
         assert trio.current_time() == 4
         assert tool.interrupted == tool.started
         assert [m.text for m in session.history if m.role == "tool"] == [INTERRUPTED]
@@ -423,7 +424,7 @@ async def test_pending_approval_is_cancelled(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_cancel_later, cancellation, 1)
             with pytest.raises(TurnCancelled):
-                await session.run_turn("x", cancellation)
+                await session.run("x", cancellation=cancellation)
         assert trio.current_time() == 1
         assert tool.started == []
         assert session.history == ()
@@ -444,7 +445,7 @@ async def test_turn_actors_are_visible_then_gone(make_builder: Make) -> None:
     model = ScriptedModel([[Call("peek", {})], [Say("done")]])
     async with open_supervisor("test") as supervisor:
         with make_builder(model).tool(Peek("peek")).build() as session:
-            await session.run_turn("x")
+            await session.run("x")
         assert len(supervisor.snapshot()) == 0
     assert seen == [["session", "turn", "tool"]]
     assert states == [["running", "running", "running"]]
@@ -454,22 +455,22 @@ async def test_one_turn_at_a_time_and_closed_session(make_builder: Make) -> None
     model = ScriptedModel([[Wait(1), Say("a")]])
     session = make_builder(model).build()
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(session.run_turn, "first")
+        nursery.start_soon(session.run, "first")
         await trio.testing.wait_all_tasks_blocked()
         with pytest.raises(TurnInProgress):
-            await session.run_turn("second")
+            await session.run("second")
         with pytest.raises(TurnInProgress):
             session.close()
     session.close()
     with pytest.raises(SessionClosed):
-        await session.run_turn("x")
+        await session.run("x")
 
 
 async def test_turn_is_a_checkpoint(make_builder: Make) -> None:
     model = ScriptedModel([[Say("a")]])
     with make_builder(model).build() as session:
         with trio.testing.assert_checkpoints():
-            await session.run_turn("x")
+            await session.run("x")
 
 
 async def test_cancellation_already_fired_cancels_at_once(make_builder: Make) -> None:
@@ -479,7 +480,7 @@ async def test_cancellation_already_fired_cancels_at_once(make_builder: Make) ->
     events: list[AgentEvent] = []
     with make_builder(model).build() as session:
         with pytest.raises(TurnCancelled):
-            await session.run_turn("x", cancellation, events.append)
+            await session.run("x", cancellation=cancellation, on_event=events.append)
     assert isinstance(events[0], TurnStarted)
     assert isinstance(events[-1], TurnFailed)
 
@@ -489,8 +490,8 @@ async def test_committed_size_matches_a_fresh_measurement(make_builder: Make) ->
 
     model = ScriptedModel([[Call("t", {"a": 1})], [Think("r"), Say("done")], [Say("again")]])
     with make_builder(model).tool(ScriptedTool("t")).build() as session:
-        await session.run_turn("one")
-        await session.run_turn("two")
+        await session.run("one")
+        await session.run("two")
         assert session._history_size == measure_messages(session.history)
 
 
@@ -539,12 +540,12 @@ async def test_agent_cancellation_reaches_a_started_tool_synchronously(make_buil
 
                 nursery.start_soon(cancel_when_started)
                 with pytest.raises(TurnCancelled) as caught:
-                    await session.run_turn("x", cancellation)
+                    await session.run("x", cancellation=cancellation)
         assert caught.value.rolled_back is False
         assert [m.text for m in session.history if m.role == "tool"] == ["probe stopped"]
         from emelex.agent._ceilings import measure_messages
 
         assert session._history_size == measure_messages(session.history)
         # The session stays usable after the routed cancellation.
-        await session.run_turn("again")
+        await session.run("again")
         assert session.history[-1].text == "never"

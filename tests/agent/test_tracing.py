@@ -86,7 +86,7 @@ async def test_committed_turn_spans_mirror_the_actor_tree(make_builder: Make) ->
 
     async with open_supervisor("traced", tracer_provider=recorder.provider) as supervisor:
         with builder.build() as session:
-            turn = await session.run_turn("write it", None, consume)
+            turn = await session.run("write it", on_event=consume)
     assert turn.response.text == "done"
     # The span tree is the actor tree: every actor the turn ever had, and its parent.
     edges = span_edges(recorder.spans)
@@ -157,7 +157,7 @@ async def test_cancelled_turn_after_a_started_tool_is_checkpointed(
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_cancel_later, cancellation, 2)
                 with pytest.raises(TurnCancelled) as caught:
-                    await session.run_turn("x", cancellation, watch.look)
+                    await session.run("x", cancellation=cancellation, on_event=watch.look)
     assert caught.value.rolled_back is False
     assert tree_edges(watch.trees) == span_edges(recorder.spans)
     (turn_span,) = recorder.of_kind("turn")
@@ -185,7 +185,7 @@ async def test_cancelled_model_round_rolls_back(
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_cancel_later, cancellation, 5)
                 with pytest.raises(TurnCancelled) as caught:
-                    await session.run_turn("x", cancellation, watch.look)
+                    await session.run("x", cancellation=cancellation, on_event=watch.look)
     assert caught.value.rolled_back
     assert tree_edges(watch.trees) == span_edges(recorder.spans)
     (turn_span,) = recorder.of_kind("turn")
@@ -205,7 +205,7 @@ async def test_interrupted_tool_is_dropped_and_the_turn_checkpointed(
     async with open_supervisor("traced", tracer_provider=recorder.provider):
         with make_builder(model).tool(tool).build() as session:
             with trio.move_on_after(4):
-                await session.run_turn("x")
+                await session.run("x")
     (tool_span,) = recorder.of_kind("tool")
     assert attr(tool_span, "emelex.cancellation.policy") == "drop"
     assert attr(tool_span, "emelex.actor.dropped") is True
@@ -221,7 +221,7 @@ async def test_failed_model_round_is_an_error_span(make_builder: Make) -> None:
     async with open_supervisor("traced", tracer_provider=recorder.provider):
         with make_builder(model).build() as session:
             with pytest.raises(ModelFailed):
-                await session.run_turn("x")
+                await session.run("x")
     (model_span,) = recorder.of_kind("model_job")
     assert model_span.status.status_code is StatusCode.ERROR
     assert attr(model_span, "error.type") == "OSError"
@@ -239,7 +239,7 @@ async def test_message_and_tool_text_only_when_opted_in(
     model = ScriptedModel([[Call("probe", {"x": 1})], [Say("the answer")]])
     async with open_supervisor("traced", tracer_provider=recorder.provider):
         with make_builder(model).tool(tool).build() as session:
-            await session.run_turn("secret question")
+            await session.run("secret question")
     first, second = recorder.of_kind("model_job")
     sent = json.loads(str(attr(first, "gen_ai.input.messages")))
     assert sent[-1] == {"role": "user", "parts": [{"type": "text", "content": "secret question"}]}
@@ -266,7 +266,7 @@ async def test_estimated_usage_is_marked_on_the_spans(make_builder: Make) -> Non
     builder = make_builder(model).tool(ScriptedTool("echo"))
     async with open_supervisor("traced", tracer_provider=recorder.provider):
         with builder.build() as session:
-            turn = await session.run_turn("echo")
+            turn = await session.run("echo")
     assert turn.usage == Usage(22, 5, estimated=True)
     first, second = recorder.of_kind("model_job")
     assert attr(first, "emelex.usage.estimated") is None

@@ -46,7 +46,7 @@ async def test_video_tool_output_becomes_an_error_and_never_reaches_the_model(
 ) -> None:
     model = ScriptedModel([[Call("clip", {})], [Say("no clip then")]])
     with make_builder(model).tool(VideoTool()).build() as session, trio.fail_after(10):
-        turn = await session.run_turn("get the clip")
+        turn = await session.run("get the clip")
     result = turn.messages[2]
     assert result.role == "tool" and "returned a video part" in result.text
     assert not any(isinstance(p, VideoPart) for m in session.history for p in m.content)

@@ -75,7 +75,7 @@ async def test_a_video_tool_result_never_reaches_llama(tiny: LlamaModel, tmp_pat
         # the second round's request (built with the first result) reached llama.cpp;
         # the rounds whose tools ran are checkpointed.
         with pytest.raises(RoundLimitExceeded):
-            await session.run_turn("get the clip")
+            await session.run("get the clip")
         history = session.history
     results = [m for m in history if m.role == "tool"]
     assert "returned a video part" in results[0].text  # later rounds: whatever the model did

@@ -77,7 +77,7 @@ async def test_a_tool_talks_to_a_real_asyncio_server_in_a_turn() -> None:
         port = await server.start()
         with one_call_session(asyncio_tool(shout), {"port": port, "text": "hi there"}) as session:
             with trio.fail_after(10):
-                turn = await session.run_turn("go")
+                turn = await session.run("go")
         await server.stop()
     results = [m.text for m in turn.messages if m.role == "tool"]
     assert results == ["HI THERE"]
@@ -117,7 +117,7 @@ async def test_cancelling_the_turn_cancels_the_asyncio_task() -> None:
 
                 nursery.start_soon(cancel_once_waiting)
                 with trio.fail_after(10), pytest.raises(TurnCancelled):
-                    await session.run_turn("go", cancellation)
+                    await session.run("go", cancellation=cancellation)
             history = session.history
         assert seen == ["asyncio.CancelledError"]
         assert tasks[0].cancelled()
@@ -172,7 +172,7 @@ async def test_cancelling_stops_an_asyncio_subprocess() -> None:
 
                 nursery.start_soon(cancel_once_up)
                 with trio.fail_after(20), pytest.raises(TurnCancelled):
-                    await session.run_turn("go", cancellation)
+                    await session.run("go", cancellation=cancellation)
     assert len(pids) == 1 and not alive(pids[0])
 
 
@@ -214,7 +214,7 @@ async def test_without_a_loop_the_call_fails_clearly() -> None:
     # In a turn the model gets an error result naming the fix; the turn goes on.
     with one_call_session(adapted, {"port": 1, "text": "x"}) as session:
         with trio.fail_after(10):
-            turn = await session.run_turn("go")
+            turn = await session.run("go")
     result = next(m for m in turn.messages if m.role == "tool")
     assert "AsyncioLoopMissing" in result.text and "open_asyncio_loop" in result.text
 
@@ -224,7 +224,7 @@ async def test_errors_from_the_asyncio_side_reach_the_model_as_tool_errors() -> 
         # Nothing listens on port 1: asyncio raises ConnectionRefusedError.
         with one_call_session(asyncio_tool(shout), {"port": 1, "text": "x"}) as session:
             with trio.fail_after(10):
-                turn = await session.run_turn("go")
+                turn = await session.run("go")
     result = next(m for m in turn.messages if m.role == "tool")
     assert "ConnectionRefusedError" in result.text
 
@@ -254,7 +254,7 @@ async def test_trio_calls_from_the_asyncio_side_go_through_trio_as_aio() -> None
     async with open_asyncio_loop():
         with one_call_session(report, {"steps": 2}) as session:
             with trio.fail_after(10):
-                turn = await session.run_turn("go", None, events.append)
+                turn = await session.run("go", on_event=events.append)
     assert next(m.text for m in turn.messages if m.role == "tool") == "2 steps"
     progress = [e for e in events if isinstance(e, ToolProgress)]
     assert [(p.message, p.completed, p.total) for p in progress] == [("half", 1, 2)]

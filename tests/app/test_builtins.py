@@ -68,7 +68,7 @@ async def test_one_workspace_per_session(monkeypatch: pytest.MonkeyPatch) -> Non
         session = await engine.create(agent).harness(Harness.worker()).start()
         workspace = session.agent_session.workspace
         assert opened == [workspace]
-        await session.close()
+        await session.aclose()
     assert workspace.closed
 
 

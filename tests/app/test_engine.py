@@ -86,7 +86,7 @@ async def test_sessions_are_independent() -> None:
         assert [m.role for m in second.history] == ["system"]
         await second.send_and_wait("hello again")
         assert text_of(second.history[-1]) == "two"
-        await first.close()
+        await first.aclose()
         assert engine.sessions == (second,)
     assert second.closed
 
@@ -107,7 +107,7 @@ async def test_events_arrive_in_order_and_end_when_the_session_closes() -> None:
         nursery.start_soon(consume)
         await session.send_and_wait("first")
         await session.send_and_wait("second")
-        await session.close()
+        await session.aclose()
     names = [type(e).__name__ for e in seen]
     one_turn = ["TurnStarted", "ModelStarted", "AnswerDelta", "ModelCompleted", "TurnCompleted"]
     assert names == [*one_turn[:3], "AnswerDelta", *one_turn[3:], *one_turn]
@@ -132,7 +132,7 @@ async def test_a_consumer_a_whole_buffer_behind_is_dropped_not_waited_for() -> N
     assert [type(e).__name__ for e in received] == ["TurnStarted", "ModelStarted"]
     with pytest.raises(EventsLagged, match="4 events behind"):
         await stream.receive()
-    await session.close()
+    await session.aclose()
 
 
 async def test_closing_a_stream_unsubscribes_it() -> None:
@@ -144,7 +144,7 @@ async def test_closing_a_stream_unsubscribes_it() -> None:
     assert turn.response.text == "".join(str(i) for i in range(20))
     assert not stream.lagged
     assert [event async for event in stream] == []
-    await session.close()
+    await session.aclose()
 
 
 async def test_without_subscribers_events_are_not_kept() -> None:
@@ -152,7 +152,7 @@ async def test_without_subscribers_events_are_not_kept() -> None:
     session = await Engine().create(builder(model).build()).event_buffer(1).start()
     turn = await session.send_and_wait("go")
     assert len(turn.response.text) > 500
-    await session.close()
+    await session.aclose()
 
 
 async def test_inspect_uses_the_turn_request_path() -> None:
@@ -187,7 +187,7 @@ async def test_inspect_without_starting_leaves_nothing_behind() -> None:
     session = await starter.start()
     with pytest.raises(SessionNotStarted):
         await starter.start()
-    await session.close()
+    await session.aclose()
 
 
 async def test_closing_removes_the_private_workspace_and_is_idempotent() -> None:
@@ -197,8 +197,8 @@ async def test_closing_removes_the_private_workspace_and_is_idempotent() -> None
     assert session.private_workspace
     assert (root / "docs" / "policy.md").read_text() == "rules"
     os.chmod(root / "docs", 0o555)  # even an unwritable directory is removed
-    await session.close()
-    await session.close()
+    await session.aclose()
+    await session.aclose()
     assert not root.exists()
 
 
@@ -226,7 +226,7 @@ async def test_cancellation_reaches_the_turn() -> None:
         with pytest.raises(TurnCancelled):
             await session.send_and_wait("go", cancellation=cancellation)
     assert [m.role for m in session.history] == ["system"]
-    await session.close()
+    await session.aclose()
 
 
 async def test_approvals_route_by_session_and_rejected_calls_never_run() -> None:

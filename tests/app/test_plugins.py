@@ -151,7 +151,7 @@ async def test_the_integration_adds_tools_prompt_and_warnings_to_inspect() -> No
         assert [w.category for w in integration.warnings[session.session_id]] == [
             "DeprecationWarning"
         ]
-        await session.close()
+        await session.aclose()
         assert session.session_id not in integration.warnings
 
 

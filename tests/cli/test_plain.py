@@ -127,7 +127,7 @@ async def test_plain_run_keeps_its_behaviour(tmp_path: Path) -> None:
     )
     engine, session = await _start(tmp_path, model)
     async with engine, session:
-        turn = await session.agent_session.run_turn("go")
+        turn = await session.agent_session.run("go")
     assert turn.response.text == "done"
     assert not (tmp_path / "gone").exists()
     assert (tmp_path / "new.txt").read_text() == "hi"

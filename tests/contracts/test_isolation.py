@@ -7,12 +7,13 @@ import sys
 import textwrap
 
 # A meta-path finder refuses every emelex module except the package root (whose facade
-# is lazy), its error and version modules, and the contracts package itself; and Trio.
+# is lazy), its error, facade-helper and version modules, and the contracts package
+# itself; and Trio.
 _PROBE = textwrap.dedent(
     """
     import sys
 
-    ALLOWED = ("emelex", "emelex._errors", "emelex._version")
+    ALLOWED = ("emelex", "emelex._errors", "emelex._facade", "emelex._version")
 
     class Block:
         def find_spec(self, name, path=None, target=None):
@@ -46,6 +47,7 @@ def test_contracts_import_with_the_engine_and_trio_blocked() -> None:
     assert {name for name in loaded if not name.startswith("emelex.contracts")} == {
         "emelex",
         "emelex._errors",
+        "emelex._facade",
         "emelex._version",
     }
 

@@ -182,12 +182,12 @@ async def main():
     model = ScriptedModel([[Say("one")], [Say("two")]])
     builder = AgentSession.builder(model, sys.argv[1])
     with builder.include_file_tools(False).include_shell_tool(False).build() as session:
-        await session.run_turn("first")  # no provider yet: untraced
+        await session.run("first")  # no provider yet: untraced
         exporter = InMemorySpanExporter()
         provider = TracerProvider()
         provider.add_span_processor(SimpleSpanProcessor(exporter))
         trace.set_tracer_provider(provider)
-        await session.run_turn("second")
+        await session.run("second")
     return [span.attributes["emelex.actor.kind"] for span in exporter.get_finished_spans()]
 
 print(json.dumps(trio.run(main)))

@@ -23,4 +23,5 @@ def test_importing_it_loads_neither_trio_nor_the_engine() -> None:
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
-    assert done.stdout.strip() == "['emelex', 'emelex._errors', 'emelex._version']"
+    loaded = "['emelex', 'emelex._errors', 'emelex._facade', 'emelex._version']"
+    assert done.stdout.strip() == loaded

@@ -85,7 +85,7 @@ async def run_calls(
     session = builder.build()
     events: list[AgentEvent] = []
     with session:
-        await session.run_turn("go", on_event=events.append)
+        await session.run("go", on_event=events.append)
     return Run(session, model, events)
 
 
@@ -683,7 +683,7 @@ async def test_interruptible_tool_is_cancelled_and_finish_once_started_sees_the_
 
                 nursery.start_soon(fire)
                 with pytest.raises(TurnCancelled):
-                    await session.run_turn("go", cancellation)
+                    await session.run("go", cancellation=cancellation)
         if expected:
             assert expected in events and "sleeper finished" not in events
     assert "cooperative saw cancellation" in events

@@ -1,5 +1,6 @@
 """The agent harness: sessions, turns, tools under approval, events and history rules."""
 
+from emelex._facade import fix_module_names
 from emelex.agent._approval import (
     ApprovalContext,
     ApprovalDecision,
@@ -61,6 +62,8 @@ from emelex.agent._events import (
     TurnFailed,
     TurnStarted,
 )
+from emelex.agent._fitting import fit_rounds
+from emelex.agent._history import validate_history
 from emelex.agent._session import AgentSession
 from emelex.agent._tool_table import DEFAULT_TOOL_RETRIES
 from emelex.agent._turn import EventConsumer, ToolJournal, current_turn
@@ -86,6 +89,8 @@ from emelex.tools import (
 from emelex.tools.builtin import WebSearchProvider, WebSearchResult
 
 __all__ = [
+    "validate_history",
+    "fit_rounds",
     "current_turn",
     "check_max_retries",
     "AUTHORITY_VERSION",
@@ -160,3 +165,5 @@ __all__ = [
     "WebSearchResult",
     "WorkspaceIdentity",
 ]
+
+fix_module_names(__name__, globals())

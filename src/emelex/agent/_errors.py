@@ -117,7 +117,7 @@ class ProtocolViolation(AgentError):
 
 
 class EventConsumerError(AgentError):
-    """The event consumer of a ``try_run_*`` call raised; the error is the ``__cause__``."""
+    """The ``on_event`` consumer of a turn raised; the error is the ``__cause__``."""
 
 
 class ApprovalFailed(AgentError):

@@ -4,10 +4,11 @@ itself runs in :mod:`emelex.agent._turn`."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, final
 
 import attrs
 
+from emelex._facade import NoPublicConstructor
 from emelex._ids import new_id
 from emelex.agent._authority import AgentAuthoritySnapshot
 from emelex.agent._builder import AgentSessionBuilder, SessionParts
@@ -52,10 +53,11 @@ def _user_message(content: str | Sequence[Part | str]) -> Message:
     return Message("user", parts)
 
 
-class AgentSession:
+@final
+class AgentSession(metaclass=NoPublicConstructor):
     """One conversation with committed history, bounded authority and one turn at a time.
 
-    Build it with :meth:`AgentSession.builder`. ``run_*`` methods are Trio-native: they
+    Build it with :meth:`AgentSession.builder`. :meth:`run` is Trio-native: they
     checkpoint, run the turn as actors of :meth:`Supervisor.current`, deliver events in
     order to ``on_event`` (a plain callable) and return the committed :class:`AgentTurn`.
 
@@ -103,7 +105,7 @@ class AgentSession:
     def builder(client: Client | Any, workspace: Any) -> AgentSessionBuilder:
         """A builder for a session on ``client`` in ``workspace`` (a directory, or an
         open :class:`~emelex.tools.workspace.Workspace` the session takes over)."""
-        return AgentSessionBuilder(client, workspace, session_factory=AgentSession)
+        return AgentSessionBuilder(client, workspace, session_factory=AgentSession._create)
 
     # -- state ----------------------------------------------------------------------------
     @property
@@ -173,75 +175,22 @@ class AgentSession:
         self.close()
 
     # -- public turn API ------------------------------------------------------------------
-    async def run_turn(
+    async def run(
         self,
-        text: str,
+        input: str | Sequence[Part | str],
+        *,
+        options: GenerationOptions | None = None,
         cancellation: AgentCancellation | None = None,
         on_event: EventConsumer | None = None,
     ) -> AgentTurn:
-        return await self._run(_user_message(text), None, cancellation, on_event, False)
+        """Run one turn for ``input`` (text, or a sequence of parts and strings) and
+        return the committed :class:`AgentTurn`.
 
-    async def run_message(
-        self,
-        parts: Sequence[Part | str],
-        cancellation: AgentCancellation | None = None,
-        on_event: EventConsumer | None = None,
-    ) -> AgentTurn:
-        return await self._run(_user_message(parts), None, cancellation, on_event, False)
-
-    async def run_turn_with_options(
-        self,
-        text: str,
-        options: GenerationOptions,
-        cancellation: AgentCancellation | None = None,
-        on_event: EventConsumer | None = None,
-    ) -> AgentTurn:
-        return await self._run(_user_message(text), options, cancellation, on_event, False)
-
-    async def run_message_with_options(
-        self,
-        parts: Sequence[Part | str],
-        options: GenerationOptions,
-        cancellation: AgentCancellation | None = None,
-        on_event: EventConsumer | None = None,
-    ) -> AgentTurn:
-        return await self._run(_user_message(parts), options, cancellation, on_event, False)
-
-    async def try_run_turn(
-        self,
-        text: str,
-        cancellation: AgentCancellation | None = None,
-        on_event: EventConsumer | None = None,
-    ) -> AgentTurn:
-        """Like :meth:`run_turn`, for a consumer that may fail: its failure cancels the
-        model job, resolves the turn and raises :class:`EventConsumerError`."""
-        return await self._run(_user_message(text), None, cancellation, on_event, True)
-
-    async def try_run_message(
-        self,
-        parts: Sequence[Part | str],
-        cancellation: AgentCancellation | None = None,
-        on_event: EventConsumer | None = None,
-    ) -> AgentTurn:
-        return await self._run(_user_message(parts), None, cancellation, on_event, True)
-
-    async def try_run_turn_with_options(
-        self,
-        text: str,
-        options: GenerationOptions,
-        cancellation: AgentCancellation | None = None,
-        on_event: EventConsumer | None = None,
-    ) -> AgentTurn:
-        return await self._run(_user_message(text), options, cancellation, on_event, True)
-
-    async def try_run_message_with_options(
-        self,
-        parts: Sequence[Part | str],
-        options: GenerationOptions,
-        cancellation: AgentCancellation | None = None,
-        on_event: EventConsumer | None = None,
-    ) -> AgentTurn:
-        return await self._run(_user_message(parts), options, cancellation, on_event, True)
+        ``options`` overlay the session's generation options for this turn only. Every
+        Python consumer may raise: if ``on_event`` does, the model job is cancelled, the
+        turn is resolved (rolled back or checkpointed) and :class:`EventConsumerError` is
+        raised with the consumer's exception as ``__cause__``."""
+        return await self._run(_user_message(input), options, cancellation, on_event)
 
     def next_request(
         self, text: str | None = None, options: GenerationOptions | None = None
@@ -289,7 +238,6 @@ class AgentSession:
         options: GenerationOptions | None,
         cancellation: AgentCancellation | None,
         on_event: EventConsumer | None,
-        fallible: bool,
     ) -> AgentTurn:
         if self._closed:
             raise SessionClosed("the session is closed")
@@ -322,7 +270,7 @@ class AgentSession:
             assert outcome.result is not None
             self._commit(outcome.result.messages, core.size)
             return outcome.result
-        raise turn_failure(core, outcome, cancellation, fallible, self._commit)
+        raise turn_failure(core, outcome, cancellation, self._commit)
 
     # -- history ------------------------------------------------------------------------
     def _commit(self, messages: Sequence[Message], size: RequestSize | None = None) -> None:

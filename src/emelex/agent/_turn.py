@@ -391,7 +391,6 @@ def turn_failure(
     core: TurnCore,
     outcome: TurnOutcome,
     cancellation: AgentCancellation,
-    fallible: bool,
     commit: Callable[[Sequence[Message], RequestSize | None], None],
 ) -> BaseException:
     """Resolve the failed turn's history (``commit`` appends the rolled-back or
@@ -399,14 +398,12 @@ def turn_failure(
     sink, error = outcome.sink, outcome.error
     resolution = core.abort()
     commit(resolution.messages, core.size)
+    failure: BaseException
     if sink.failure is not None:
-        if fallible:
-            failure: BaseException = EventConsumerError(
-                f"the event consumer raised {type(sink.failure).__name__}: {sink.failure}"
-            )
-            failure.__cause__ = sink.failure
-        else:
-            failure = sink.failure
+        failure = EventConsumerError(
+            f"the event consumer raised {type(sink.failure).__name__}: {sink.failure}"
+        )
+        failure.__cause__ = sink.failure
     elif error is None or (isinstance(error, trio.Cancelled) and cancellation.cancelled):
         failure = TurnCancelled("the turn was cancelled")
     elif isinstance(error, trio.Cancelled) or not isinstance(error, Exception):

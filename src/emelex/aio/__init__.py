@@ -13,6 +13,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the installation
     raise ImportError("emelex.aio needs trio-asyncio: pip install 'emelex[asyncio]'") from exc
 
+from emelex._facade import fix_module_names
 from emelex.aio._adapter import asyncio_tool, from_asyncio, runs_on_asyncio
 from emelex.aio._loop import (
     AsyncioLoopMissing,
@@ -30,3 +31,5 @@ __all__ = [
     "open_asyncio_loop",
     "runs_on_asyncio",
 ]
+
+fix_module_names(__name__, globals())

@@ -11,17 +11,7 @@ from typing import Any
 import trio
 import trio_asyncio
 
-from emelex._errors import EmelexError
-
-
-class AsyncioLoopMissing(EmelexError, RuntimeError):
-    """An asyncio-flavoured tool ran where no asyncio loop is open: wrap the engine or
-    session in ``async with open_asyncio_loop():``."""
-
-
-class AsyncioTaskCancelled(EmelexError):
-    """The asyncio side cancelled its own task (``asyncio.CancelledError``) while the
-    Trio caller was not cancelled; reported as the call's failure."""
+from emelex.aio._errors import AsyncioLoopMissing, AsyncioTaskCancelled
 
 
 def current_asyncio_loop() -> asyncio.AbstractEventLoop | None:

@@ -16,6 +16,7 @@
         turn = await session.send_and_wait("What is 2 + 3?")
 """
 
+from emelex._facade import fix_module_names
 from emelex.app import _agent as _agent_module
 from emelex.app._agent import Agent, AgentBuilder, SeedFile
 from emelex.app._budget import (
@@ -133,7 +134,7 @@ from emelex.app._tasks import (
     TaskStatus,
     tasks_from_history,
 )
-from emelex.tools._function import (
+from emelex.tools import (
     ArgumentConversionError,
     FunctionTool,
     InvalidToolFunction,
@@ -278,3 +279,4 @@ __all__ = [
 # Agent.load / agent.export delegate to the package modules (see app/_agent.PACKAGE_IO).
 _agent_module.PACKAGE_IO.load = load_agent
 _agent_module.PACKAGE_IO.export = export_agent
+fix_module_names(__name__, globals())

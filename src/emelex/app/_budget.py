@@ -47,7 +47,7 @@ from typing import Any, Final
 import attrs
 import trio
 
-from emelex.agent._fitting import fit_rounds
+from emelex.agent import fit_rounds
 from emelex.app._errors import ContextBudgetExceeded, InvalidBudget, UsageBudgetExhausted
 from emelex.model import (
     AgentModel,
@@ -60,7 +60,7 @@ from emelex.model import (
     ToolDefinition,
     Usage,
 )
-from emelex.tools._function import FunctionTool
+from emelex.tools import FunctionTool
 
 #: Default context budget of the worker presets, in estimated tokens.
 DEFAULT_CONTEXT_TOKENS: Final = 32_768
@@ -214,7 +214,7 @@ def fit_messages(
     """``messages`` made to fit ``budget`` (with ``reserved_tokens`` already spent, e.g.
     on tool declarations): unchanged (the same tuple) when they fit, else shrunk as the
     module docs describe (the harness's own fitting under its resource ceilings uses
-    the same algorithm, :func:`emelex.agent._fitting.fit_rounds`). Pure and
+    the same algorithm, :func:`emelex.agent.fit_rounds`). Pure and
     deterministic. Raises :class:`ContextBudgetExceeded` when even the protected
     messages do not fit."""
     original = tuple(messages)

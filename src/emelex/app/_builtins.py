@@ -58,6 +58,8 @@ def make_builtins(
     the workspace), bound to ``workspace``. Raises :class:`ShellNotAllowed` when the
     shell is asked for under a read-only policy."""
     from emelex.tools.builtin import (
+        GREP_BYTES,
+        READ_BYTES,
         DateTimeTool,
         EditFileTool,
         FindFilesTool,
@@ -68,7 +70,6 @@ def make_builtins(
         WebFetchTool,
         WriteFileTool,
     )
-    from emelex.tools.builtin._files import GREP_BYTES, READ_BYTES
 
     policy = agent.workspace_policy
     cap = None if harness.context_budget is None else harness.context_budget.tool_result_bytes

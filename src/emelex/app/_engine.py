@@ -9,12 +9,12 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, final, overload, runtime_checkable
 
 import attrs
 import trio
 
+from emelex._facade import NoPublicConstructor
 from emelex._ids import new_id
 from emelex.agent import AgentSession, AgentTurn, DenyAll, InvalidWorkspace, SessionClosed
 from emelex.app._agent import Agent, SeedFile, check_tool, tool_gated
@@ -244,7 +244,7 @@ class SessionStarter:
         try:
             return await session.inspect(text)
         finally:
-            await session.close()
+            await session.aclose()
 
     async def start(self) -> Session:
         """Assemble and validate everything and return the running session. Raises
@@ -323,7 +323,7 @@ class SessionStarter:
                 if temporary is not None:
                     await run_in_worker(_remove_tree, temporary, name="remove workspace")
             raise
-        session = Session(
+        session = Session._create(
             engine=self._engine,
             agent=agent,
             harness=harness,
@@ -443,7 +443,8 @@ class SessionStarter:
             assembly.add(tool, f"capability {package.id!r}")
 
 
-class Session:
+@final
+class Session(trio.abc.AsyncResource, metaclass=NoPublicConstructor):
     """One running session of an agent. Independent of every other session.
 
     ``await send_and_wait(text)`` runs one turn. :meth:`events` subscribes to events.
@@ -550,7 +551,7 @@ class Session:
     ) -> AgentTurn:
         """Run one turn and return it once consumers that keep reading have its events
         in their channels (a stalled stream is dropped instead: see :meth:`events`). Raises
-        like :meth:`AgentSession.run_turn`, and with the harness's budgets
+        like :meth:`AgentSession.run`, and with the harness's budgets
         :class:`ContextBudgetExceeded` or :class:`UsageBudgetExhausted` (each with
         ``rolled_back`` and ``checkpoint``, like every turn error).
 
@@ -589,12 +590,9 @@ class Session:
         options: GenerationOptions | None,
     ) -> AgentTurn:
         try:
-            if options is None:
-                turn = await self._session.run_turn(text, cancellation, self._hub.emit)
-            else:
-                turn = await self._session.run_turn_with_options(
-                    text, options, cancellation, self._hub.emit
-                )
+            turn = await self._session.run(
+                text, options=options, cancellation=cancellation, on_event=self._hub.emit
+            )
         except Exception:
             await self._hub.settle()
             raise
@@ -624,7 +622,7 @@ class Session:
             raise SessionClosed("the session is closed")
         from emelex.app._stream import TextStream
 
-        return TextStream(self, text, cancellation, options)
+        return TextStream._create(self, text, cancellation, options)
 
     def events(self) -> EventStream:
         """Subscribe to this session's events from now on.
@@ -659,7 +657,7 @@ class Session:
         messages = request.messages if text is not None else request.messages[:-1]
         return SessionContext(messages, request.tools, request.options, self.warnings)
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         """Close the session (idempotent): end event streams, release the workspace,
         close integrations, delete a private workspace. Raises TurnInProgress while a
         turn runs."""
@@ -675,23 +673,12 @@ class Session:
                 await run_in_worker(_remove_tree, self._temporary, name="remove workspace")
         self._engine._forget(self)
 
-    async def __aenter__(self) -> Session:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
-
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"<Session {self.session_id} of {self.agent.name!r} ({self.harness.name}, {state})>"
 
 
-class Engine:
+class Engine(trio.abc.AsyncResource):
     """Starts independent sessions of agents: ``await engine.create(agent).start()``.
 
     ``integrations`` contribute tools and prompt text to every session (the extension
@@ -740,18 +727,7 @@ class Engine:
     async def aclose(self) -> None:
         """Close every open session of this engine."""
         for session in reversed(self._sessions[:]):
-            await session.close()
-
-    async def __aenter__(self) -> Engine:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+            await session.aclose()
 
 
 class _ReferenceStarter(SessionStarter):

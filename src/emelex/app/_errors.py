@@ -6,6 +6,7 @@ can find has its own class, so applications can tell them apart without parsing 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import attrs
@@ -237,3 +238,15 @@ class MissingBinding(PackageError):
 
 class UnboundModelError(ModelError):
     """A package's model binding was not resolved when it was loaded."""
+
+
+class PluginError(InvalidPlugin):
+    """A plugin could not be loaded: ``file`` and ``line`` name where (the line is
+    None when unknown); the message includes both."""
+
+    def __init__(self, message: str, file: str | os.PathLike[str], line: int | None = None) -> None:
+        self.file = os.fspath(file)
+        self.line = line
+        self.reason = message
+        where = self.file if line is None else f"{self.file}:{line}"
+        super().__init__(f"{where}: {message}")

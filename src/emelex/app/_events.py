@@ -24,11 +24,12 @@ from __future__ import annotations
 import collections
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import Any
+from typing import Any, final
 
 import attrs
 import trio
 
+from emelex._facade import NoPublicConstructor
 from emelex.agent import AgentEvent, SessionClosed
 from emelex.app._errors import EventsLagged
 from emelex.app._policy import ToolWrapper
@@ -40,7 +41,8 @@ from emelex.tools import AgentTool, ToolInvocation, ToolOutput
 DEFAULT_EVENT_BUFFER = 256
 
 
-class EventStream:
+@final
+class EventStream(trio.abc.AsyncResource, metaclass=NoPublicConstructor):
     """An async iterator over one session's events, from the moment
     :meth:`Session.events` was called until the session closes (then iteration ends).
 
@@ -159,17 +161,6 @@ class EventStream:
         self.close()
         await trio.lowlevel.checkpoint()
 
-    async def __aenter__(self) -> EventStream:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
 
 class EventHub:
     """Fans a session's events out to its streams (never blocking the turn)."""
@@ -188,7 +179,7 @@ class EventHub:
     def subscribe(self) -> EventStream:
         if self._closed:
             raise SessionClosed("the session is closed")
-        stream = EventStream(self, self._capacity)
+        stream = EventStream._create(self, self._capacity)
         self._streams.append(stream)
         return stream
 

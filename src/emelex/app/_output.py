@@ -31,11 +31,17 @@ import jsonschema
 import jsonschema.exceptions
 import jsonschema.validators
 
+from emelex._text import shorten
 from emelex.agent import AgentTurn, OutputValidationError
 from emelex.app._errors import InvalidOutputType
 from emelex.model import GenerationOptions, Message, ToolChoice, Usage
-from emelex.tools._schema import UnsupportedAnnotation, schema_for
-from emelex.tools._signature import conversion_error, converter, register_typeddict
+from emelex.tools import (
+    UnsupportedAnnotation,
+    conversion_error,
+    converter,
+    register_typeddict,
+    schema_for,
+)
 
 T = TypeVar("T")
 
@@ -62,10 +68,6 @@ def unfence(body: str) -> str:
     if not set(header.rstrip()) <= _FENCE_LANGUAGE:
         return body
     return body[newline + 1 : -3]
-
-
-def _bounded(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @attrs.frozen
@@ -111,11 +113,11 @@ class OutputSpec:
         error = jsonschema.exceptions.best_match(self._validator.iter_errors(data))
         if error is not None:
             where = "/".join(str(step) for step in error.absolute_path) or "(root)"
-            return None, _bounded(f"at {where}: {error.message}", MAX_OUTPUT_PROBLEM_CHARS)
+            return None, shorten(f"at {where}: {error.message}", MAX_OUTPUT_PROBLEM_CHARS)
         try:
             return converter.structure(data, self.output_type), None
         except Exception as exc:
-            return None, _bounded(conversion_error(exc), MAX_OUTPUT_PROBLEM_CHARS)
+            return None, shorten(conversion_error(exc), MAX_OUTPUT_PROBLEM_CHARS)
 
     def answer_request(self) -> str:
         return (
@@ -208,7 +210,7 @@ async def run_typed_turn(
             error = OutputValidationError(
                 f"the answer did not match the output type after {attempts} "
                 f"attempt{'s' if attempts != 1 else ''}: {problem}",
-                answer=_bounded(turn.response.text, MAX_OUTPUT_PROBLEM_CHARS),
+                answer=shorten(turn.response.text, MAX_OUTPUT_PROBLEM_CHARS),
                 problem=problem,
                 attempts=attempts,
             )

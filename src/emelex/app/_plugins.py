@@ -31,7 +31,7 @@ import attrs
 
 from emelex.app._agent import check_tool
 from emelex.app._engine import Contribution, IntegrationRequest
-from emelex.app._errors import InvalidPlugin
+from emelex.app._errors import PluginError
 from emelex.tools import AgentTool
 
 PLUGIN_MANIFEST = "plugin.toml"
@@ -45,18 +45,6 @@ _KEYS = frozenset({"name", "version", "entry", "description"})
 MAX_CHECKED_FILES = 512
 MAX_SOURCE_BYTES = 4 * 1024 * 1024
 _counter = itertools.count(1)
-
-
-class PluginError(InvalidPlugin):
-    """A plugin could not be loaded: ``file`` and ``line`` name where (the line is
-    None when unknown); the message includes both."""
-
-    def __init__(self, message: str, file: str | os.PathLike[str], line: int | None = None) -> None:
-        self.file = os.fspath(file)
-        self.line = line
-        self.reason = message
-        where = self.file if line is None else f"{self.file}:{line}"
-        super().__init__(f"{where}: {message}")
 
 
 @attrs.frozen
@@ -91,7 +79,7 @@ class PluginRegistry:
         """Add an AgentTool, or an async function (made a tool with ``@tool``).
         Returns the tool, so it also works as a decorator."""
         if not isinstance(tool, AgentTool):
-            from emelex.tools._function import tool as make_tool
+            from emelex.tools import tool as make_tool
 
             made = make_tool(tool)
             assert isinstance(made, AgentTool)

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, final
 
 import trio
 
+from emelex._facade import NoPublicConstructor
 from emelex.agent import AgentTurn, AnswerDelta, TurnCancelled
 from emelex.app._errors import StreamNotOpen
 from emelex.model import GenerationOptions
@@ -30,7 +31,8 @@ _NOT_OPEN = (
 )
 
 
-class TextStream:
+@final
+class TextStream(metaclass=NoPublicConstructor):
     """The answer text of one turn, chunk by chunk (see :meth:`Session.stream_text`).
 
     Yields the text of every answer delta of the turn (of every model round, so text a

@@ -202,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if getattr(args, "verbose", False):
         _log_to_stderr()
-    from emelex.cli._models import ModelSpecError
+    from emelex.cli._errors import ModelSpecError
     from emelex.cli._render import safe
     from emelex.store import StoreCorrupt, StoreError
 

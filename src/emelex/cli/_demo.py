@@ -373,7 +373,9 @@ async def _turn(builder: Any, args: argparse.Namespace, guided: GuidedModel) -> 
     consume = _consumer(renderer, tree=not args.no_tree)
     with builder.build() as session:
         try:
-            turn = await session.run_turn(args.prompt, AgentCancellation(), consume)
+            turn = await session.run(
+                args.prompt, cancellation=AgentCancellation(), on_event=consume
+            )
         except TurnCancelled:
             return 130
         except AgentError as exc:

@@ -147,7 +147,7 @@ async def check_buffers(*, probe: bool) -> Check:
             summary="no verdict: llama-cpp-python is not installed",
             fix=_LOCAL_EXTRA,
         )
-    from emelex.model.llama._buffers import (
+    from emelex.model.llama import (
         EXTRA_BUFFERS_ENV,
         choose_extra_buffers,
         probe_and_cache,
@@ -317,7 +317,7 @@ def check_store() -> Check:
 
 
 def check_diagnostics_socket() -> Check:
-    from emelex.runtime._diagnostics import DIAGNOSTICS_ENV
+    from emelex.runtime import DIAGNOSTICS_ENV
 
     value = os.environ.get(DIAGNOSTICS_ENV)
     details: dict[str, Any] = {"variable": DIAGNOSTICS_ENV, "path": value}

@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 
 from emelex._errors import EmelexError
+from emelex.cli._errors import ModelSpecError
 from emelex.cli._progress import LoadBar
 from emelex.model import Capabilities, Client
 
@@ -42,10 +43,6 @@ GEMMA_TEMPLATE = """{{ bos_token }}
 {%- if add_generation_prompt -%}{{ '<start_of_turn>model\n' }}{%- endif -%}"""
 
 DEFAULT_SPEC = "gemma"
-
-
-class ModelSpecError(EmelexError):
-    """A --model value could not be understood or loaded."""
 
 
 @attrs.frozen

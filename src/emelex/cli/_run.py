@@ -169,7 +169,7 @@ async def _one_turn(session: AgentSession, prompt: str, consume: _Consumer) -> t
     async with trio.open_nursery() as nursery:
         await nursery.start(_watch_interrupts, cancellation, interrupted)
         try:
-            turn = await session.run_turn(prompt, cancellation, consume)
+            turn = await session.run(prompt, cancellation=cancellation, on_event=consume)
         except TurnCancelled as exc:
             code = EXIT_INTERRUPTED if interrupted else EXIT_TURN_FAILED
             return code, exc
@@ -247,7 +247,7 @@ async def _run_package(
             # send_and_wait returns once the turn's events are in the stream's channel,
             # not once they are shown. One turn only: closing the session ends the
             # stream after those events, so the pump shows every one (the answer too).
-            await session.close()
+            await session.aclose()
             await pumped.wait()
             nursery.cancel_scope.cancel()
     if failure is not None:

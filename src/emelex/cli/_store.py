@@ -16,8 +16,13 @@ from contextlib import asynccontextmanager
 import attrs
 import trio
 
-from emelex.store import SqliteStore, StoreError, open_sqlite_store
-from emelex.store._permissions import directory_looser_than_private, make_private_directory
+from emelex.store import (
+    SqliteStore,
+    StoreError,
+    directory_looser_than_private,
+    make_private_directory,
+    open_sqlite_store,
+)
 
 STORE_FILE = "sessions.db"
 _logger = logging.getLogger("emelex.store")

@@ -26,9 +26,10 @@ from typing import Any
 
 import trio
 
+from emelex.cli._errors import Unreachable
 from emelex.cli._render import render_tree, safe
 from emelex.cli._tree import LiveTree, tree_lines
-from emelex.runtime._diagnostics import DIAGNOSTICS_ENV
+from emelex.runtime import DIAGNOSTICS_ENV
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -39,10 +40,6 @@ MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 RELAY_CHUNK = 64 * 1024
 #: Fewest rows the program keeps in split mode.
 MIN_PROGRAM_ROWS = 3
-
-
-class Unreachable(Exception):
-    pass
 
 
 async def fetch_snapshot(path: str) -> dict[str, Any]:

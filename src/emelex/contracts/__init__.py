@@ -13,6 +13,7 @@ without pulling in the execution engine. Wire keys are camelCase, attributes sna
 :func:`find_matches` defines what a search matches (pure, shared by Host and clients).
 """
 
+from emelex._facade import fix_module_names
 from emelex.contracts._agents import (
     AgentConfig,
     AgentList,
@@ -141,7 +142,14 @@ from emelex.contracts._watch import (
     WatchRequest,
     WatchUpdate,
 )
-from emelex.contracts._wire import WIRE_CLASSES, WIRE_UNIONS, trusted
+from emelex.contracts._wire import (
+    WIRE_CLASSES,
+    WIRE_STRINGS,
+    WIRE_UNIONS,
+    field_bounds,
+    is_union,
+    trusted,
+)
 from emelex.contracts._workhub import (
     AgentWorker,
     ForkWorker,
@@ -155,6 +163,9 @@ from emelex.contracts._workhub import (
 )
 
 __all__ = [
+    "WIRE_STRINGS",
+    "field_bounds",
+    "is_union",
     "Hello",
     "WorkHubRequest",
     "PendingInteractionsRequest",
@@ -285,3 +296,5 @@ __all__ = [
     "to_wire",
     "trusted",
 ]
+
+fix_module_names(__name__, globals())

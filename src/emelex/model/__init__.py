@@ -5,6 +5,7 @@ Everything here is provider-independent: a :class:`Client` wraps any
 :func:`from_json`).
 """
 
+from emelex._facade import fix_module_names
 from emelex.model._capabilities import Capabilities
 from emelex.model._client import Client
 from emelex.model._errors import (
@@ -100,3 +101,5 @@ __all__ = [
     "InvalidRequest",
     "InvalidResponse",
 ]
+
+fix_module_names(__name__, globals())

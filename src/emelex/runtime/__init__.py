@@ -7,12 +7,14 @@ nursery of its owner. When an owner's scope exits, the supervisor checks that it
 subtree is empty and raises :class:`DetachedWorkError` otherwise.
 """
 
+from emelex._facade import fix_module_names
 from emelex.runtime._actor import Actor, ActorInfo, ActorKind, ActorState, ActorTree
-from emelex.runtime._call import ActorCall, ActorDropped, CancellationPolicy
+from emelex.runtime._call import ActorCall, CancellationPolicy
 from emelex.runtime._cancellation import AgentCancellation
 from emelex.runtime._context import CURRENT, ActorContext, current_actor
-from emelex.runtime._diagnostics import serve_diagnostics
+from emelex.runtime._diagnostics import DIAGNOSTICS_ENV, serve_diagnostics
 from emelex.runtime._errors import (
+    ActorDropped,
     ActorError,
     ActorStartupError,
     DetachedWorkError,
@@ -22,12 +24,15 @@ from emelex.runtime._errors import (
     WorkerClosed,
     WorkerJobAborted,
 )
+from emelex.runtime._groups import open_unwrapping_nursery
 from emelex.runtime._mailbox import MAX_MAILBOX_CAPACITY, Mailbox, MailboxStatistics
 from emelex.runtime._nursery import ActorHandle, ActorNursery
 from emelex.runtime._supervisor import Supervisor, open_supervisor
 from emelex.runtime._threads import DedicatedWorker, WorkerJob, open_dedicated_worker, run_in_worker
 
 __all__ = [
+    "open_unwrapping_nursery",
+    "DIAGNOSTICS_ENV",
     "CURRENT",
     "MAX_MAILBOX_CAPACITY",
     "Actor",
@@ -61,3 +66,5 @@ __all__ = [
     "run_in_worker",
     "serve_diagnostics",
 ]
+
+fix_module_names(__name__, globals())

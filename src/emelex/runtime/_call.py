@@ -11,7 +11,7 @@ import trio
 from emelex.runtime import _tracing
 from emelex.runtime._actor import Actor, ActorState
 from emelex.runtime._context import ActorContext, current_actor_var
-from emelex.runtime._errors import ActorError
+from emelex.runtime._errors import ActorDropped
 
 if TYPE_CHECKING:
     from emelex.runtime._supervisor import Supervisor
@@ -33,10 +33,6 @@ class CancellationPolicy(enum.Enum):
     DROP = "drop"
     AWAIT_COMPLETION = "await_completion"
     FINISH_ONCE_STARTED = "finish_once_started"
-
-
-class ActorDropped(ActorError):
-    """A policy-governed call was dropped (cancelled before it produced a result)."""
 
 
 class ActorCall(Generic[T]):

@@ -45,3 +45,7 @@ class WorkerBusy(LimitExceeded, ActorError):
 
 class WorkerJobAborted(ActorError):
     """A job was aborted before it started on the worker thread."""
+
+
+class ActorDropped(ActorError):
+    """A policy-governed call was dropped (cancelled before it produced a result)."""

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from emelex.service._attachments import AttachmentError
     from emelex.service._errors import (
+        AttachmentError,
         ForkRefused,
         HostClosed,
         InteractionSettled,
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from emelex.service._host import Host
 
 _LAZY = {
-    "AttachmentError": "emelex.service._attachments",
+    "AttachmentError": "emelex.service._errors",
     "Host": "emelex.service._host",
     "ForkRefused": "emelex.service._errors",
     "HostClosed": "emelex.service._errors",
@@ -62,7 +62,10 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
+        from emelex._facade import fix_module_names
+
         value = getattr(importlib.import_module(_LAZY[name]), name)
+        fix_module_names(__name__, {"__all__": [name], name: value})
         globals()[name] = value
         return value
     raise AttributeError(f"module 'emelex.service' has no attribute {name!r}")

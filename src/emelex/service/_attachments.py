@@ -17,15 +17,10 @@ from typing import Any, Final
 import trio
 
 from emelex.contracts import MAX_ATTACHMENT_BYTES, AttachmentMeta
-from emelex.service._errors import ServiceError
+from emelex.service._errors import AttachmentError
 
 #: Bytes read from the resource at a time.
 CHUNK: Final = 64 * 1024
-
-
-class AttachmentError(ServiceError):
-    """The attachments resource does not match its metadata (a size, a digest, a
-    duplicate name, the total) or is larger than the Host accepts."""
 
 
 async def _chunks(resource: bytes | AsyncIterable[bytes]) -> AsyncGenerator[bytes, None]:

@@ -45,3 +45,8 @@ class HostClosed(ServiceError):
 class ForkRefused(ServiceError):
     """The fork cannot be made as asked: the revision or turn does not exist or is not
     settled there, or the fork would enable tools its source has not."""
+
+
+class AttachmentError(ServiceError):
+    """The attachments resource does not match its metadata (a size, a digest, a
+    duplicate name, the total) or is larger than the Host accepts."""

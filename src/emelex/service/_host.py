@@ -380,7 +380,7 @@ class Host:
                 with trio.CancelScope(shield=True):
                     for state in host._sessions.values():
                         if state.app is not None:
-                            await state.app.close()
+                            await state.app.aclose()
                     if own_engine:
                         await active.aclose()
 
@@ -845,7 +845,7 @@ class Host:
                 )
         except BaseException:
             with trio.CancelScope(shield=True):
-                await app.close()
+                await app.aclose()
             raise
         state.revision = max(state.revision, 1)
         self._sessions[worker_id] = state

@@ -1,6 +1,7 @@
 """Durable history: an embedded SQLite store holding each session's append-only event log,
 the history rows its events publish, and operation receipts (one transaction per turn)."""
 
+from emelex._facade import fix_module_names
 from emelex.store._errors import (
     OperationConflict,
     SessionExists,
@@ -24,6 +25,7 @@ from emelex.store._log import (
     StoredRow,
     turn_events,
 )
+from emelex.store._permissions import directory_looser_than_private, make_private_directory
 from emelex.store._schema import SCHEMA_VERSION
 from emelex.store._sqlite import (
     MAX_PAGE_ROWS,
@@ -34,6 +36,8 @@ from emelex.store._sqlite import (
 )
 
 __all__ = [
+    "directory_looser_than_private",
+    "make_private_directory",
     "MODEL_COMPLETION",
     "TOOL_RESULT",
     "TURN_INPUT",
@@ -60,3 +64,5 @@ __all__ = [
     "open_sqlite_store",
     "turn_events",
 ]
+
+fix_module_names(__name__, globals())

@@ -6,30 +6,34 @@ separately because they need the ``hypothesis`` package. :func:`check_tool_contr
 (and its async form) runs your own tool through cancelled turns.
 """
 
+from emelex._facade import fix_module_names
 from emelex.testing._contract import (
-    ContractOptionsError,
     ContractReport,
     RunRecord,
-    ToolAlwaysFails,
-    ToolContractError,
-    ToolContractViolation,
     check_tool_contract,
     check_tool_contract_async,
+)
+from emelex.testing._errors import (
+    ContractOptionsError,
+    InvalidScript,
+    ScriptExhausted,
+    ToolAlwaysFails,
+    ToolBehaviourError,
+    ToolContractError,
+    ToolContractViolation,
 )
 from emelex.testing._scripted import (
     Call,
     Fail,
     Finish,
-    InvalidScript,
     Progress,
     Say,
     ScriptedModel,
-    ScriptExhausted,
     Step,
     Think,
     Wait,
 )
-from emelex.testing._tools import ApproveAll, ScriptedApprovals, ScriptedTool, ToolBehaviourError
+from emelex.testing._tools import ApproveAll, ScriptedApprovals, ScriptedTool
 
 __all__ = [
     # your own tools under cancellation
@@ -59,3 +63,5 @@ __all__ = [
     "ScriptExhausted",
     "InvalidScript",
 ]
+
+fix_module_names(__name__, globals())

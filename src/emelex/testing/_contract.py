@@ -21,7 +21,6 @@ import attrs
 import trio
 import trio.testing
 
-from emelex._errors import EmelexError
 from emelex._text import shorten
 from emelex.agent import (
     AgentCancellation,
@@ -34,10 +33,15 @@ from emelex.agent import (
     ToolCompleted,
     ToolStarted,
     TurnCancelled,
+    validate_history,
 )
-from emelex.agent._history import validate_history
 from emelex.model import Message
 from emelex.runtime import open_supervisor
+from emelex.testing._errors import (
+    ContractOptionsError,
+    ToolAlwaysFails,
+    ToolContractViolation,
+)
 from emelex.testing._leaks import left_behind, snapshot
 from emelex.testing._scripted import Call, Say, ScriptedModel
 from emelex.testing._tools import ApproveAll
@@ -131,28 +135,6 @@ def _label(record: RunRecord) -> str:
 def _first(report: ContractReport) -> str:
     record = report.failures[0]
     return f"{_label(record)}: {record.error}"
-
-
-class ToolContractError(EmelexError, AssertionError):
-    """check_tool_contract failed; ``report`` holds every run so far."""
-
-    def __init__(self, message: str, report: ContractReport) -> None:
-        super().__init__(message)
-        self.report = report
-
-
-class ContractOptionsError(EmelexError, ValueError):
-    """check_tool_contract was given options it cannot run with."""
-
-
-class ToolContractViolation(ToolContractError):
-    """The tool broke the contract: it ignored cancellation, left a thread, child process
-    or Trio task running, or its call's history was inconsistent."""
-
-
-class ToolAlwaysFails(ToolContractError):
-    """The tool failed on every run that finished (pass ``allow_failures=True`` when that
-    is what it is meant to do)."""
 
 
 @attrs.frozen
@@ -330,7 +312,9 @@ async def _one_run(plan: _Plan, run: int, delay: float | None) -> RunRecord:
                         if delay is not None:
                             nursery.start_soon(_cancel_after, cancellation, delay)
                         try:
-                            turn = await session.run_turn("go", cancellation, consume)
+                            turn = await session.run(
+                                "go", cancellation=cancellation, on_event=consume
+                            )
                         except AgentError as exc:
                             error = exc
                         nursery.cancel_scope.cancel()
@@ -422,12 +406,8 @@ async def _cancel_after(cancellation: AgentCancellation, delay: float) -> None:
 
 
 __all__ = [
-    "ContractOptionsError",
     "ContractReport",
     "RunRecord",
-    "ToolAlwaysFails",
-    "ToolContractError",
-    "ToolContractViolation",
     "ToolResult",
     "check_tool_contract",
     "check_tool_contract_async",

@@ -27,14 +27,7 @@ from emelex.model import (
     Usage,
 )
 from emelex.model import Progress as ProgressEvent
-
-
-class InvalidScript(ModelError):
-    """A :class:`ScriptedModel` script is malformed (raised when the model is built)."""
-
-
-class ScriptExhausted(ModelError):
-    """A :class:`ScriptedModel` was called more often than it has rounds."""
+from emelex.testing._errors import InvalidScript, ScriptExhausted
 
 
 def _check_text(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:

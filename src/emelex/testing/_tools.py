@@ -18,10 +18,7 @@ from emelex.agent import (
     ToolOutput,
 )
 from emelex.model import ToolDefinition
-
-
-class ToolBehaviourError(RuntimeError):
-    """Raised by a :class:`ScriptedTool` configured to fail."""
+from emelex.testing._errors import ToolBehaviourError
 
 
 @attrs.define

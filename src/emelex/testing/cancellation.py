@@ -41,19 +41,21 @@ from emelex.agent import (
     ToolCompleted,
     ToolStarted,
     TurnCancelled,
+    validate_history,
 )
-from emelex.agent._history import validate_history
 from emelex.model import Message
 from emelex.runtime import open_supervisor
 from emelex.testing._contract import (
-    ContractOptionsError,
     ContractReport,
     RunRecord,
+    check_tool_contract,
+    check_tool_contract_async,
+)
+from emelex.testing._errors import (
+    ContractOptionsError,
     ToolAlwaysFails,
     ToolContractError,
     ToolContractViolation,
-    check_tool_contract,
-    check_tool_contract_async,
 )
 from emelex.testing._scripted import Call, Finish, Say, ScriptedModel, Step, Think, Wait
 from emelex.testing._tools import ScriptedApprovals, ScriptedTool
@@ -217,8 +219,8 @@ def run_scenario(scenario: Scenario) -> Outcome:
                                 if scenario.disruption in ("agent", "scope"):
                                     nursery.start_soon(_disrupt, scenario, cancellation, caller)
                                 try:
-                                    box["turn"] = await session.try_run_turn(
-                                        "go", cancellation, consume
+                                    box["turn"] = await session.run(
+                                        "go", cancellation=cancellation, on_event=consume
                                     )
                                 except AgentError as exc:
                                     box["error"] = exc

@@ -21,8 +21,15 @@ import attrs
 from hypothesis import reject
 from hypothesis import strategies as st
 
-from emelex.contracts import MAX_SAFE_INTEGER, WIRE_CLASSES, WIRE_UNIONS, ContractError
-from emelex.contracts._wire import WIRE_STRINGS, field_bounds, is_union
+from emelex.contracts import (
+    MAX_SAFE_INTEGER,
+    WIRE_CLASSES,
+    WIRE_STRINGS,
+    WIRE_UNIONS,
+    ContractError,
+    field_bounds,
+    is_union,
+)
 from emelex.testing.strategies import json_objects
 
 __all__ = ["wire_values"]

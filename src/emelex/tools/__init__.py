@@ -1,5 +1,6 @@
 """Tools an agent can call: the tool protocol, built-in tools and their I/O layers."""
 
+from emelex._facade import fix_module_names
 from emelex.tools._context import ToolCallContext
 from emelex.tools._definition import (
     TOOL_NAME,
@@ -7,7 +8,7 @@ from emelex.tools._definition import (
     tool_name_problem,
     tool_schema_problem,
 )
-from emelex.tools._errors import ArgumentConversionError, RetryWithFeedback, ToolError
+from emelex.tools._errors import ArgumentConversionError, RetryWithFeedback, ToolError, ToolsError
 from emelex.tools._function import FunctionTool, tool
 from emelex.tools._protocol import (
     MAX_PROGRESS_CHARS,
@@ -16,8 +17,9 @@ from emelex.tools._protocol import (
     ToolInvocation,
     ToolOutput,
 )
-from emelex.tools._schema import InvalidToolFunction, UnsupportedAnnotation
+from emelex.tools._schema import InvalidToolFunction, UnsupportedAnnotation, schema_for
 from emelex.tools._settings import BuiltinSettings
+from emelex.tools._signature import conversion_error, converter, register_typeddict
 from emelex.tools.mcp import (
     McpConnection,
     McpError,
@@ -28,6 +30,11 @@ from emelex.tools.mcp import (
 )
 
 __all__ = [
+    "ToolsError",
+    "conversion_error",
+    "converter",
+    "register_typeddict",
+    "schema_for",
     "McpConnection",
     "McpError",
     "McpServer",
@@ -53,3 +60,5 @@ __all__ = [
     "ToolInvocation",
     "ToolOutput",
 ]
+
+fix_module_names(__name__, globals())

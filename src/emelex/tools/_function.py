@@ -66,10 +66,6 @@ ApprovalRule = Callable[[Any], bool]
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _bounded(text: str, limit: int) -> str:
-    return shorten(text, limit)
-
-
 def check_max_retries(value: object, error: Callable[[str], Exception] = ValueError) -> int | None:
     """``value`` when it is None or a non-negative int (not a bool), else raise."""
     if value is None:
@@ -268,7 +264,7 @@ class FunctionTool:
         try:
             return converter.structure(values, signature.arguments_type)
         except Exception as exc:
-            message = _bounded(conversion_error(exc), MAX_CONVERSION_ERROR_CHARS)
+            message = shorten(conversion_error(exc), MAX_CONVERSION_ERROR_CHARS)
             raise ArgumentConversionError(f"invalid arguments: {message}") from exc
 
     def convert(self, arguments: Mapping[str, Any]) -> Any:
@@ -306,7 +302,7 @@ class FunctionTool:
                 return None
         rendered = json.dumps(dict(arguments), ensure_ascii=False, sort_keys=True)
         prefix = f"run the tool {self.name!r} with arguments "
-        return prefix + _bounded(rendered, MAX_APPROVAL_REASON_CHARS - len(prefix))
+        return prefix + shorten(rendered, MAX_APPROVAL_REASON_CHARS - len(prefix))
 
     # -- invocation -----------------------------------------------------------------------
     async def invoke(self, invocation: ToolInvocation) -> ToolOutput:

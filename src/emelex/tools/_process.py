@@ -30,7 +30,13 @@ from collections.abc import Mapping, Sequence
 import attrs
 import trio
 
-from emelex._errors import EmelexError, LimitExceeded
+from emelex._errors import LimitExceeded
+from emelex.tools._errors import (
+    ShellCleanupError,
+    ShellCommandRejected,
+    ShellError,
+    ShellSpawnError,
+)
 
 MAX_TIMEOUT_SECONDS = 20 * 60.0
 """Hard ceiling on a shell timeout; larger values raise ``LimitExceeded``."""
@@ -57,22 +63,6 @@ RUN_MARKER = "EMELEX_SHELL_RUN"
 """Environment variable every command of one ``run_shell`` call inherits, with a random
 value: after the helper's death the sweep kills every process of ours still carrying it."""
 _HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_subreaper.py")
-
-
-class ShellError(EmelexError):
-    """Base class of the errors raised by the shell runner."""
-
-
-class ShellCommandRejected(ShellError):
-    """The command or environment cannot be passed to a process (NUL bytes, bad values)."""
-
-
-class ShellSpawnError(ShellError):
-    """The process could not be started (missing working directory, exec failure)."""
-
-
-class ShellCleanupError(ShellError):
-    """The process tree did not exit even after ``SIGKILL`` (for example stuck in I/O)."""
 
 
 # -- environment ------------------------------------------------------------------------

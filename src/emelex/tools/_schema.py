@@ -31,7 +31,7 @@ from typing import Any
 
 import attrs
 
-from emelex._errors import EmelexError
+from emelex.tools._errors import InvalidToolFunction, UnsupportedAnnotation
 
 #: JSON Schema dialect of every generated tool schema.
 _SCALARS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
@@ -44,16 +44,6 @@ _SEQUENCES = (
 )
 _SETS = (set, frozenset, collections.abc.Set, collections.abc.MutableSet)
 _MAPPINGS = (dict, collections.abc.Mapping, collections.abc.MutableMapping)
-
-
-class InvalidToolFunction(EmelexError, TypeError):
-    """A function cannot become a tool: not ``async def``, generic, ``*args`` /
-    ``**kwargs`` / positional-only parameters, a missing or unsupported annotation, a
-    bad name or rename. Raised when the tool is declared, never during a turn."""
-
-
-class UnsupportedAnnotation(InvalidToolFunction):
-    """A type hint has no JSON Schema mapping (see :mod:`emelex.tools._schema`)."""
 
 
 def unwrap_annotated(annotation: Any) -> tuple[Any, str | None]:

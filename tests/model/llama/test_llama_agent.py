@@ -52,7 +52,7 @@ async def test_a_tool_round_on_the_tiny_model(tiny_model: Path, tmp_path: Path) 
         async with open_supervisor("llama-e2e"), client:
             with session_on(client, tmp_path, tool) as session:
                 with pytest.raises(RoundLimitExceeded) as caught:
-                    await session.run_turn("look something up")
+                    await session.run("look something up")
                 assert caught.value.rolled_back is False
                 history = session.history
                 assert [m.role for m in history[:2]] == ["user", "assistant"]
@@ -81,7 +81,7 @@ async def test_random_cancellation_leaves_nothing_behind(tiny_model: Path, tmp_p
                     async with trio.open_nursery() as nursery:
                         nursery.start_soon(_cancel_later, cancellation, rng.uniform(0, 0.08))
                         try:
-                            await session.run_turn("look it up", cancellation)
+                            await session.run("look it up", cancellation=cancellation)
                         except TurnCancelled:
                             outcomes.append("cancelled")
                         except AgentError as exc:
@@ -117,11 +117,11 @@ async def test_consumer_failure_waits_for_the_native_job(tiny_model: Path, tmp_p
             )
             with builder.build() as session:
                 with pytest.raises(EventConsumerError) as caught:
-                    await session.try_run_turn("say something", None, fail_on_answer)
+                    await session.run("say something", on_event=fail_on_answer)
                 assert caught.value.rolled_back
                 # The job has left the worker: nothing but the worker thread is registered.
                 kinds = [info.kind for info in supervisor.snapshot().walk()]
                 assert kinds == [ActorKind.WORKER_THREAD.value]
                 # The model is still usable for the next turn.
-                turn = await session.run_turn("again")
+                turn = await session.run("again")
                 assert turn.response.usage.output_tokens > 0

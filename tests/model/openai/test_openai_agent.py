@@ -45,7 +45,7 @@ async def test_tool_turn_end_to_end(fault_server: FaultServer, tmp_path: Path) -
     events: list[AgentEvent] = []
     async with OpenAIModel(fault_server.url("agent"), "m") as model:
         with session_over(model, tmp_path, echo) as session, trio.fail_after(20):
-            turn = await session.run_turn("please echo hi", None, events.append)
+            turn = await session.run("please echo hi", on_event=events.append)
     assert turn.rounds == 2
     assert [m.role for m in turn.messages] == ["user", "assistant", "tool", "assistant"]
     assistant, result, answer = turn.messages[1:]
@@ -73,7 +73,7 @@ async def test_backend_errors_fail_the_turn_typed(
     async with OpenAIModel(fault_server.url("ratelimit"), "m") as model:
         with session_over(model, tmp_path, emelex.testing.ScriptedTool("echo")) as session:
             with trio.fail_after(20), pytest.raises(ModelFailed) as caught:
-                await session.run_turn("go")
+                await session.run("go")
             assert isinstance(caught.value.__cause__, RateLimited)
             assert caught.value.rolled_back and session.history == ()
 
@@ -84,7 +84,7 @@ async def test_malformed_arguments_get_a_correction_and_the_turn_goes_on(
     echo = emelex.testing.ScriptedTool("echo")
     async with OpenAIModel(fault_server.url("agent-retry"), "m") as model:
         with session_over(model, tmp_path, echo) as session, trio.fail_after(20):
-            turn = await session.run_turn("please echo hi")
+            turn = await session.run("please echo hi")
             history = session.history
     assert turn.rounds == 3
     assert [m.role for m in turn.messages] == [
@@ -116,7 +116,7 @@ async def test_arguments_malformed_every_round_spend_the_tool_retry_budget(
     async with OpenAIModel(fault_server.url("bad-args"), "m") as model:
         with session_over(model, tmp_path, echo) as session:
             with trio.fail_after(20), pytest.raises(RetryBudgetExhausted) as caught:
-                await session.run_turn("go")
+                await session.run("go")
             assert caught.value.tool == "echo" and caught.value.maximum == DEFAULT_TOOL_RETRIES
             assert "not valid JSON" in caught.value.feedback
             # No tool ran, so nothing is committed.
@@ -141,5 +141,5 @@ async def test_turn_cancellation_closes_the_stream(
     async with OpenAIModel(fault_server.url("endless"), "m") as model:
         with session_over(model, tmp_path, emelex.testing.ScriptedTool("echo")) as session:
             with trio.fail_after(20), pytest.raises(TurnCancelled):
-                await session.run_turn("go", cancellation, on_event)
+                await session.run("go", cancellation=cancellation, on_event=on_event)
             await fault_server.wait_client_gone(1)

@@ -57,13 +57,13 @@ async def test_unknown_thinking_toggle_fails_before_the_request(
             builder(model, tmp_path).options(thinking).build()
         with builder(model, tmp_path).build() as session, trio.fail_after(20):
             with pytest.raises(CapabilityMissing, match="not proven"):
-                await session.run_turn_with_options("think", thinking)
+                await session.run("think", options=thinking)
             assert session.history == ()
     assert fault_server.app.requests == []
     proven = Capabilities(thinking_toggle=True)
     async with OpenAIModel(fault_server.url("text"), "m", capabilities=proven) as model:
         with builder(model, tmp_path).options(thinking).build() as session, trio.fail_after(20):
-            await session.run_turn("think")
+            await session.run("think")
     assert len(fault_server.app.requests) == 1
 
 
@@ -72,7 +72,7 @@ async def test_tool_video_never_reaches_the_server(
 ) -> None:
     async with OpenAIModel(fault_server.url("agent"), "m") as model:
         with builder(model, tmp_path).tool(VideoEcho()).build() as session, trio.fail_after(20):
-            turn = await session.run_turn("please echo hi")
+            turn = await session.run("please echo hi")
     second = fault_server.app.requests[1]["messages"]
     assert second[-1]["role"] == "tool"
     assert "returned a video part" in str(second[-1]["content"])

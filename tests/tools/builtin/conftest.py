@@ -100,7 +100,7 @@ def run_calls(ws_root: Path) -> Iterator[Runner]:
         session = builder.build()
         sessions.append(session)
         with trio.fail_after(timeout):
-            await session.run_turn("go", None, events.append)
+            await session.run("go", on_event=events.append)
         return Outcome(session, model, events)
 
     sessions: list[AgentSession] = []

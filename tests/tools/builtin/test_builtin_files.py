@@ -465,7 +465,7 @@ async def test_cancelled_turn_waits_for_a_started_write(
 
             async def turn() -> None:
                 with pytest.raises(TurnCancelled):
-                    await session.run_turn("go", cancellation)
+                    await session.run("go", cancellation=cancellation)
 
             nursery.start_soon(turn)
             assert await trio.to_thread.run_sync(reached.wait, 10)

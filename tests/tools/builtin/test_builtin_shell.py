@@ -80,7 +80,7 @@ async def test_environment_is_captured_and_scrubbed(
     with AgentSession.builder(model, "/tmp").approval_policy(ApproveAll()).build() as session:
         monkeypatch.setenv("PATH", "/changed/after/build")  # built tools keep their copy
         with trio.fail_after(30):
-            await session.run_turn("go")
+            await session.run("go")
         [tool] = [m for m in session.history if m.role == "tool"]
         text = "".join(p.text for p in tool.content if hasattr(p, "text"))
     assert "s3cr3t" not in text
@@ -200,7 +200,7 @@ async def test_cancelled_turn_stops_every_process(ws_root: Path) -> None:
 
                 async def turn() -> None:
                     with pytest.raises(TurnCancelled):
-                        await session.run_turn("go", cancellation, events.append)
+                        await session.run("go", cancellation=cancellation, on_event=events.append)
 
                 nursery.start_soon(turn)
                 ready = b""

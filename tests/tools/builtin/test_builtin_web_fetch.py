@@ -29,7 +29,8 @@ from emelex.model import ToolCall
 from emelex.testing import ApproveAll, Call, Say, ScriptedApprovals, ScriptedModel
 from emelex.tools import ToolInvocation, ToolOutput
 from emelex.tools.builtin import WebFetchTool, address_refusal
-from emelex.tools.builtin._web_fetch import BodyDecoder, FetchRefused, parse_url
+from emelex.tools.builtin._errors import FetchRefused
+from emelex.tools.builtin._web_fetch import BodyDecoder, parse_url
 
 Runner = Callable[..., Awaitable[Any]]
 
@@ -541,7 +542,7 @@ async def test_cancel_during_a_stalled_fetch(ws_root: Path, server: Loopback) ->
 
             async def turn() -> None:
                 with pytest.raises(TurnCancelled):
-                    await session.run_turn("go", cancellation)
+                    await session.run("go", cancellation=cancellation)
 
             nursery.start_soon(turn)
             await server.stalled.wait()

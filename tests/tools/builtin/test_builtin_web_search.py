@@ -189,7 +189,7 @@ async def test_cancelling_the_turn_cancels_the_search(ws_root: Path) -> None:
 
             async def turn() -> None:
                 with pytest.raises(TurnCancelled):
-                    await session.run_turn("go", cancellation)
+                    await session.run("go", cancellation=cancellation)
 
             nursery.start_soon(turn)
             await provider.started.wait()

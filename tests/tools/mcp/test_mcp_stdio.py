@@ -369,7 +369,7 @@ async def test_agent_session_turn_calls_the_mcp_tool(stdio: McpServer, tmp_path:
                 .approval_policy(approvals)
             )
             with builder.build() as session:
-                turn = await session.run_turn("echo something")
+                turn = await session.run("echo something")
             [tool_message] = [m for m in turn.messages if m.role == "tool"]
             assert tool_message.text == "from mcp"
             assert turn.messages[-1].text == "ok"
@@ -399,7 +399,7 @@ async def test_cancelled_turn_interrupts_the_mcp_call_and_keeps_the_connection(
 
                     async def turn() -> None:
                         with pytest.raises(TurnCancelled):
-                            await session.run_turn("block", cancellation)
+                            await session.run("block", cancellation=cancellation)
 
                     nursery.start_soon(turn)
                     await connection.call_tool("wait_started")

@@ -15,12 +15,15 @@ or :func:`probe_extra_buffers`, which tries llama.cpp's extra buffer types in a 
 process (a crash there becomes :class:`NativeCrash`, never a dead program).
 """
 
+from emelex._facade import fix_module_names
 from emelex.model._options import ToolChoice
 from emelex.model.llama._buffers import (
+    EXTRA_BUFFERS_ENV,
     BufferVerdict,
     ExtraBuffers,
     ProbeReport,
     choose_extra_buffers,
+    probe_and_cache,
     probe_extra_buffers,
 )
 from emelex.model.llama._errors import (
@@ -41,6 +44,8 @@ from emelex.model.llama._tiny import TINY_CHAT_TEMPLATE, write_tiny_gguf
 from emelex.model.templates import ChatTemplateError, ChatTemplateMissing, UnsupportedContent
 
 __all__ = [
+    "EXTRA_BUFFERS_ENV",
+    "probe_and_cache",
     "TINY_CHAT_TEMPLATE",
     "BufferProbeFailed",
     "BufferVerdict",
@@ -71,3 +76,5 @@ __all__ = [
     "tool_call_grammar",
     "write_tiny_gguf",
 ]
+
+fix_module_names(__name__, globals())

@@ -18,6 +18,7 @@ Decisions worth knowing:
 * video parts, and media outside user messages, raise :class:`UnsupportedContent`.
 """
 
+from emelex._facade import fix_module_names
 from emelex.model.openai._assembly import ChunkAssembler
 from emelex.model.openai._errors import (
     ChunkTooLarge,
@@ -83,3 +84,5 @@ __all__ = [
     "request_body",
     "retry_after_seconds",
 ]
+
+fix_module_names(__name__, globals())

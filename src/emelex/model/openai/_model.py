@@ -109,7 +109,7 @@ def _shown_url(url: httpx.URL) -> str:
     return str(url.copy_with(username=None, password=None))
 
 
-class OpenAIModel:
+class OpenAIModel(trio.abc.AsyncResource):
     """A model behind an OpenAI-compatible ``/chat/completions`` endpoint, as an
     :class:`~emelex.model.AgentModel`.
 
@@ -276,16 +276,6 @@ class OpenAIModel:
         )
 
     # -- lifetime ---------------------------------------------------------------------------
-    async def __aenter__(self) -> OpenAIModel:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         """Close the HTTP client if this model made it (shielded, bounded). Idempotent."""

@@ -8,6 +8,7 @@ markup and reasoning tags the template's model family uses. The resulting
 Needs ``jinja2`` (the ``local`` extra).
 """
 
+from emelex._facade import fix_module_names
 from emelex.model.templates._errors import (
     ChatTemplateError,
     ChatTemplateMissing,
@@ -41,3 +42,5 @@ __all__ = [
     "short_call_id",
     "tool_dicts",
 ]
+
+fix_module_names(__name__, globals())

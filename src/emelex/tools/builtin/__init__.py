@@ -24,10 +24,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from emelex._facade import fix_module_names
 from emelex.tools._protocol import AgentTool
 from emelex.tools._settings import BuiltinSettings
 from emelex.tools.builtin._datetime import DateTimeTool
+from emelex.tools.builtin._errors import InvalidSearchResult
 from emelex.tools.builtin._files import (
+    GREP_BYTES,
+    READ_BYTES,
     EditFileTool,
     FindFilesTool,
     GrepTool,
@@ -39,7 +43,6 @@ from emelex.tools.builtin._files import (
 from emelex.tools.builtin._shell import ShellTool
 from emelex.tools.builtin._web_fetch import WebFetchTool, address_refusal
 from emelex.tools.builtin._web_search import (
-    InvalidSearchResult,
     WebSearchProvider,
     WebSearchResult,
     WebSearchTool,
@@ -106,6 +109,8 @@ def builtin_tools(
 
 
 __all__ = [
+    "GREP_BYTES",
+    "READ_BYTES",
     "BUILTIN_TOOL_NAMES",
     "DateTimeTool",
     "EditFileTool",
@@ -123,3 +128,5 @@ __all__ = [
     "address_refusal",
     "builtin_tools",
 ]
+
+fix_module_names(__name__, globals())

@@ -50,6 +50,7 @@ from emelex._version import __version__
 from emelex.model import ToolDefinition
 from emelex.tools._protocol import ToolCancellationPolicy, ToolInvocation, ToolOutput
 from emelex.tools.builtin._common import cancelled_by, object_schema, show
+from emelex.tools.builtin._errors import FetchRefused
 
 #: Sent with every request: the exact emelex version.
 USER_AGENT = f"emelex/{__version__}"
@@ -79,10 +80,6 @@ METADATA_ADDRESSES: frozenset[_IP] = frozenset(
 )
 METADATA_REASON = "a cloud metadata endpoint"
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
-
-
-class FetchRefused(Exception):
-    """A fetch refused before or instead of being sent; the message is for the model."""
 
 
 # -- URLs and addresses --------------------------------------------------------------------

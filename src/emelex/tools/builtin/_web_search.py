@@ -28,7 +28,8 @@ from emelex._text import shorten
 from emelex.model import ToolDefinition
 from emelex.tools._protocol import ToolCancellationPolicy, ToolInvocation, ToolOutput
 from emelex.tools.builtin._common import cancelled_by, object_schema, plural, show
-from emelex.tools.builtin._web_fetch import FetchRefused, parse_url
+from emelex.tools.builtin._errors import FetchRefused, InvalidSearchResult
+from emelex.tools.builtin._web_fetch import parse_url
 
 MAX_QUERY_CHARS = 1000
 MAX_TITLE_CHARS = 300
@@ -38,10 +39,6 @@ MAX_SNIPPET_CHARS = 1000
 MAX_RESULTS = 50
 DEFAULT_RESULTS = 10
 DEFAULT_SEARCH_TIMEOUT = 30.0
-
-
-class InvalidSearchResult(ValueError):
-    """A provider tried to build a :class:`WebSearchResult` that cannot be shown."""
 
 
 def _clean(text: str, limit: int) -> str:

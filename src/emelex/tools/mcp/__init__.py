@@ -11,6 +11,7 @@ The SDK itself is imported only when a connection opens: configurations can be b
 and validated without it (install ``emelex[mcp]`` to connect).
 """
 
+from emelex._facade import fix_module_names
 from emelex.tools.mcp._config import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
@@ -70,3 +71,5 @@ __all__ = [
     "open_mcp_connection",
     "start_mcp_connection",
 ]
+
+fix_module_names(__name__, globals())

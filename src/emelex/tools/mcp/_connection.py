@@ -30,8 +30,8 @@ from emelex.runtime import (
     MailboxClosed,
     Supervisor,
     current_actor,
+    open_unwrapping_nursery,
 )
-from emelex.runtime._groups import open_unwrapping_nursery
 from emelex.tools._protocol import ToolOutput
 from emelex.tools.mcp._config import HttpTransport, McpServer, StdioTransport
 from emelex.tools.mcp._errors import (

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from emelex._errors import EmelexError
+from emelex.tools._errors import ToolsError
 
 
-class McpError(EmelexError):
+class McpError(ToolsError):
     """Base of every error :mod:`emelex.tools.mcp` raises. ``server`` names the server
     configuration it concerns (None when the configuration itself is the problem)."""
 

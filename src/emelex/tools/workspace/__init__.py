@@ -9,6 +9,7 @@ this package classifies (``is_secret_path``, ``OutsideWorkspace``) and accepts t
 after a one-shot approval of the exact call.
 """
 
+from emelex._facade import fix_module_names
 from emelex.tools.workspace._errors import (
     AtomicRenameUnsupported,
     ConcurrentModification,
@@ -119,3 +120,5 @@ __all__ = [
     "split_path",
     "write_file",
 ]
+
+fix_module_names(__name__, globals())

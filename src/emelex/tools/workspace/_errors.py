@@ -11,10 +11,10 @@ from __future__ import annotations
 import errno as _errno
 import threading
 
-from emelex._errors import EmelexError
+from emelex.tools._errors import ToolsError
 
 
-class WorkspaceError(EmelexError):
+class WorkspaceError(ToolsError):
     """Base class of every error raised by :mod:`emelex.tools.workspace`.
 
     ``path`` is the path as the caller gave it (or the part of it that was refused).
