@@ -20,25 +20,7 @@ ROOT = "emelex"
 
 #: Circles other branches of issue 12 are breaking now; the merge empties this. Each entry
 #: is the sorted set of modules of one strongly connected component.
-KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset(
-    {
-        # Agent.run_sync (-> _sync -> _engine -> _agent) and AgentBuilder.build's plugin
-        # check (-> _plugins -> _agent; _plugins and _mcp take their integration types from
-        # _engine, which loads them as default integrations). A convenience method of the
-        # lowest app module that starts the engine is the root; the facade item of issue 12
-        # (one turn entry point) decides where run_sync lives.
-        frozenset(
-            {
-                "emelex.app._agent",
-                "emelex.app._builtins",
-                "emelex.app._engine",
-                "emelex.app._mcp",
-                "emelex.app._plugins",
-                "emelex.app._sync",
-            }
-        ),
-    }
-)
+KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset()
 
 #: Modules that import a private module of another package: none. Each package exports
 #: what others need from its facade (issue 12, item 5).

@@ -18,6 +18,8 @@
 
 from emelex._facade import fix_module_names
 from emelex.app import _agent as _agent_module
+from emelex.app import _plugins as _plugins_module
+from emelex.app import _sync as _sync_module
 from emelex.app._agent import Agent, AgentBuilder, SeedFile
 from emelex.app._budget import (
     DEFAULT_CONTEXT_TOKENS,
@@ -276,7 +278,9 @@ __all__ = [
     "WorkspaceConflict",
 ]
 
-# Agent.load / agent.export delegate to the package modules (see app/_agent.PACKAGE_IO).
-_agent_module.PACKAGE_IO.load = load_agent
-_agent_module.PACKAGE_IO.export = export_agent
+# Agent methods that build on later app modules (see app/_agent.APP_HOOKS).
+_agent_module.APP_HOOKS.load = load_agent
+_agent_module.APP_HOOKS.export = export_agent
+_agent_module.APP_HOOKS.run_sync = _sync_module.run_agent_sync
+_agent_module.APP_HOOKS.check_plugin = _plugins_module.check_plugin
 fix_module_names(__name__, globals())

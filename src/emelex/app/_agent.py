@@ -121,16 +121,19 @@ def tool_gated(tool: AgentTool) -> bool:
     return bool(getattr(tool, "gated", False))
 
 
-class _PackageIO:
-    """The package reader and writer, which build and read Agents and so cannot be
-    imported here without an import circle: the ``emelex.app`` facade (always imported
-    before this module) hands them in."""
+class _AppHooks:
+    """Functions of app modules that build on Agent (the package reader and writer, the
+    synchronous runner, the plugin check) and so cannot be imported here without an
+    import circle: the ``emelex.app`` facade, always imported before this module, hands
+    them in."""
 
     load: Callable[..., Agent]
     export: Callable[..., None]
+    run_sync: Callable[..., Any]
+    check_plugin: Callable[[pathlib.Path], None]
 
 
-PACKAGE_IO = _PackageIO()
+APP_HOOKS = _AppHooks()
 
 
 @attrs.frozen
@@ -177,12 +180,12 @@ class Agent:
     ) -> Agent:
         """The agent of the package at ``path`` (see :func:`emelex.app.load_agent`;
         :func:`emelex.app.load_package` also keeps the package's metadata)."""
-        return PACKAGE_IO.load(path, bindings=bindings, approver=approver)
+        return APP_HOOKS.load(path, bindings=bindings, approver=approver)
 
     def export(self, path: str | os.PathLike[str]) -> None:
         """Write this agent as a package at ``path`` (see :func:`emelex.app.export_agent`,
         which also takes the package's description, version, binding and preset)."""
-        PACKAGE_IO.export(self, path)
+        APP_HOOKS.export(self, path)
 
     @overload
     def run_sync(
@@ -218,9 +221,7 @@ class Agent:
         :class:`~emelex.app.TypedTurn` when an output type applies). Raises
         :class:`~emelex.app.LoopAlreadyRunning` inside a running Trio or asyncio loop,
         and whatever the turn raises."""
-        from emelex.app._sync import run_agent_sync
-
-        turn: AgentTurn = run_agent_sync(
+        turn: AgentTurn = APP_HOOKS.run_sync(
             self, text, output_type=output_type, options=options, harness=harness
         )
         return turn
@@ -535,9 +536,7 @@ class AgentBuilder:
             plugin = pathlib.Path(text)
             if plugin in plugins:
                 raise InvalidPlugin(f"plugin {text!r} was added twice")
-            from emelex.app._plugins import check_plugin  # it imports this module
-
-            check_plugin(plugin)  # PluginError (an InvalidPlugin): manifest or syntax
+            APP_HOOKS.check_plugin(plugin)  # PluginError (an InvalidPlugin): manifest, syntax
             plugins.append(plugin)
         return tuple(plugins)
 

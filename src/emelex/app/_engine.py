@@ -9,7 +9,7 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, final, overload, runtime_checkable
+from typing import TYPE_CHECKING, Any, TypeVar, final, overload
 
 import attrs
 import trio
@@ -31,7 +31,6 @@ from emelex.app._capabilities import (
     CapabilityRef,
     CapabilityResolver,
     as_package,
-    tools_tuple,
 )
 from emelex.app._errors import (
     ApproverRequired,
@@ -44,6 +43,7 @@ from emelex.app._errors import (
 from emelex.app._events import DEFAULT_EVENT_BUFFER, EventHub, EventStream, GatedModel, GatedTool
 from emelex.app._harness import Harness, skills_section
 from emelex.app._inspect import SessionContext, next_request
+from emelex.app._integration import Contribution, Integration, IntegrationRequest
 from emelex.app._output import OutputSpec, TypedTurn, check_retries, run_typed_turn
 from emelex.app._policy import WORKSPACE_VIEW, HiddenPaths
 from emelex.app._skill import load_skill_tool
@@ -67,49 +67,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 # -- integrations (MCP servers, plugins, ...) --------------------------------------------
-
-
-@attrs.frozen
-class IntegrationRequest:
-    """What an integration learns about the session it contributes to."""
-
-    agent: Agent
-    session_id: str
-    workspace_root: pathlib.Path
-
-
-def _texts(value: Iterable[str]) -> tuple[str, ...]:
-    return tuple(value)
-
-
-def _names(value: Iterable[str]) -> frozenset[str]:
-    return frozenset(value)
-
-
-@attrs.frozen
-class Contribution:
-    """What an integration adds to one session.
-
-    ``handles`` names the parts of the agent it took care of (``"mcp_servers"``,
-    ``"plugins"``); a session whose agent has MCP servers or plugins that no
-    integration handles fails to start with :class:`IntegrationMissing`. ``close`` is
-    awaited when the session closes.
-    """
-
-    tools: tuple[AgentTool, ...] = attrs.field(default=(), converter=tools_tuple)
-    prompt_sections: tuple[str, ...] = attrs.field(default=(), converter=_texts)
-    handles: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
-    close: Callable[[], Awaitable[None]] | None = None
-    #: Non-fatal problems (e.g. plugin load warnings), shown by ``inspect()``.
-    warnings: tuple[str, ...] = attrs.field(default=(), converter=_texts)
-
-
-@runtime_checkable
-class Integration(Protocol):
-    """An engine extension that contributes tools and prompt text to each session
-    (the extension point for MCP clients and plugin loaders)."""
-
-    async def open(self, request: IntegrationRequest) -> Contribution: ...
 
 
 # -- the private workspace ---------------------------------------------------------------

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from emelex.app._engine import Contribution, IntegrationRequest
 from emelex.app._errors import AppError
+from emelex.app._integration import Contribution, IntegrationRequest
 from emelex.runtime import Supervisor
 from emelex.tools import AgentTool
 from emelex.tools.mcp import (

@@ -30,8 +30,8 @@ from typing import Any
 import attrs
 
 from emelex.app._agent import check_tool
-from emelex.app._engine import Contribution, IntegrationRequest
 from emelex.app._errors import PluginError
+from emelex.app._integration import Contribution, IntegrationRequest
 from emelex.tools import AgentTool
 
 PLUGIN_MANIFEST = "plugin.toml"
