@@ -9,12 +9,10 @@ rows, the end of its invocation and the settlement of its interactions commit to
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import os
 import pathlib
-import shutil
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Mapping, Sequence
@@ -30,10 +28,6 @@ from emelex._text import clip
 from emelex.agent import (
     AgentCancellation,
     AgentError,
-    ApprovalContext,
-    ApprovalDecision,
-    Approve,
-    Deny,
     current_turn,
 )
 from emelex.app import Agent, Engine
@@ -43,14 +37,10 @@ from emelex.contracts import (
     MAX_PAGE_SIZE,
     MAX_QUERY_CHARS,
     MAX_TEXT_CHARS,
-    MAX_WORKERS,
     AgentWorker,
-    ApproveResponse,
     AttachmentMeta,
-    Branch,
     ContextReport,
     CreateSessionReceipt,
-    DenyResponse,
     Diagnostic,
     DiagnosticsPage,
     DiagnosticsRevision,
@@ -77,10 +67,8 @@ from emelex.contracts import (
     SendReceipt,
     SessionInfo,
     StopReceipt,
-    ToolCallInfo,
     WatchUpdate,
     WorkerReceipt,
-    WorkerStatus,
     WorkHubSnapshot,
     find_matches,
     from_wire,
@@ -96,32 +84,49 @@ from emelex.model import (
     from_json,
 )
 from emelex.model import to_json as to_json_message
-from emelex.service._attachments import check_metadata, extract
+from emelex.service import _executor, _forks, _interactions, _workhub
 from emelex.service._context import RecordingModel, prepared_request, summarize
 from emelex.service._diagnostics import (
     DIAGNOSTIC_RECORDED,
-    DiagnosticLog,
     classify,
     diagnostic,
 )
 from emelex.service._digest import operation_digest
 from emelex.service._errors import (
-    ForkRefused,
     HostClosed,
-    InteractionSettled,
     OperationConflict,
     QueueFull,
     ServiceError,
     UnknownAgent,
-    UnknownInteraction,
     UnknownInvocation,
     UnknownSession,
 )
+from emelex.service._interactions import HostApprovals
 from emelex.service._queue import Work, WorkQueue
 from emelex.service._rows import history_row, store_position, wire_position, wire_row
+from emelex.service._state import (
+    INTERACTION_REQUESTED,
+    INTERACTION_RESOLVED,
+    MAX_REQUESTS_KEPT,
+    QUEUE_ADMITTED,
+    QUEUE_FINISHED,
+    QUEUE_STARTED,
+    REQUEST_PREPARED,
+    REQUEST_SETTLED,
+    SESSION_CREATED,
+    SESSION_NAMESPACE,
+    SESSION_TITLED,
+    TURN_JOURNAL,
+    WORKER_STARTED,
+    PendingInteraction,
+    RequestRecord,
+    SessionState,
+    operation_receipt,
+    resolved_interaction,
+    rows_after,
+)
 from emelex.service._watch import DEFAULT_WATCH_BUFFER, Subscriber
 from emelex.store import (
-    TURN_SETTLED,
     NewEvent,
     OperationRecord,
     SessionExists,
@@ -137,163 +142,6 @@ DEFAULT_QUEUE_CAPACITY: Final = 64
 TITLE_SECONDS: Final = 60.0
 #: Rows a search scans per page (a page may carry no hit and still advance).
 SEARCH_ROWS_PER_PAGE: Final = 200
-_SESSION_NAMESPACE: Final = uuid.UUID("5f0c1c3e-8a43-4f55-9b53-2f7b8f0e6a10")
-
-# Event kinds the Host appends beside the turn events of emelex.store.
-SESSION_CREATED: Final = "session.created"
-QUEUE_ADMITTED: Final = "queue.admitted"
-QUEUE_STARTED: Final = "queue.started"
-QUEUE_FINISHED: Final = "queue.finished"
-INTERACTION_REQUESTED: Final = "interaction.requested"
-INTERACTION_RESOLVED: Final = "interaction.resolved"
-#: Before each tool call may start: what the turn commits if the Host is lost then.
-TURN_JOURNAL: Final = "turn.journal"
-#: A main model request was prepared, and how it ended (context reports).
-REQUEST_PREPARED: Final = "request.prepared"
-REQUEST_SETTLED: Final = "request.settled"
-#: Prepared requests a session keeps in memory for context reports.
-MAX_REQUESTS_KEPT: Final = 64
-#: A coordinator started a worker session (WorkHub).
-WORKER_STARTED: Final = "workhub.worker"
-#: The automatic title of a session (or a title failure, as a diagnostic).
-SESSION_TITLED: Final = "session.titled"
-
-
-def _fork_id(session_id: str, operation: str) -> str:
-    """A fork's session id follows from its source and operation, so a retry finds it."""
-    return "s-" + uuid.uuid5(_SESSION_NAMESPACE, f"fork\0{session_id}\0{operation}").hex
-
-
-def _before(cursor: Position | None, newest: Position | None) -> bool:
-    """Whether rows exist after ``cursor`` (``newest`` is the newest row's position)."""
-    if newest is None:
-        return False
-    if cursor is None:
-        return True
-    return (cursor.source_sequence, cursor.item_index) < (
-        newest.source_sequence,
-        newest.item_index,
-    )
-
-
-def _resolved(interaction: Interaction, resolution: Resolution) -> Interaction:
-    wire = to_wire(interaction)
-    wire.update(state="resolved", resolution=to_wire(resolution))
-    return from_wire(Interaction, wire)
-
-
-def _receipt(operation: str, action: str, session_id: str, sequence: int) -> OperationReceipt:
-    return from_wire(
-        OperationReceipt,
-        {
-            "operation": operation,
-            "action": action,
-            "sessionId": session_id,
-            "sequence": sequence,
-        },
-    )
-
-
-@attrs.define
-class _Pending:
-    interaction: Interaction
-    answered: trio.Event = attrs.field(factory=trio.Event)
-    decision: ApprovalDecision | None = None
-
-
-class _HostApprovals:
-    """The approval policy of every Host session: each request becomes a durable
-    interaction that a client answers with ``respond`` (possibly after reconnecting)."""
-
-    def __init__(self, host: Host, state: _SessionState) -> None:
-        self._host = host
-        self._state = state
-
-    async def decide(self, context: ApprovalContext) -> ApprovalDecision:
-        state = self._state
-        running = state.queue.running
-        if running is None:
-            return Deny("no invocation is running")
-        interaction_id = new_id()
-        async with state.lock:
-            sequence = state.revision + 1
-            interaction = from_wire(
-                Interaction,
-                {
-                    "id": interaction_id,
-                    "sessionId": state.session_id,
-                    "invocationId": running.work.invocation_id,
-                    "turnId": context.turn_id,
-                    "toolCall": to_wire(
-                        ToolCallInfo(
-                            id=context.call.id,
-                            name=context.call.name,
-                            arguments=dict(context.call.arguments),
-                        )
-                    ),
-                    "reason": context.reason[:4096],
-                    "state": "pending",
-                    "requestedSequence": sequence,
-                    "resolution": None,
-                },
-            )
-            await self._host._append(
-                state,
-                [NewEvent(INTERACTION_REQUESTED, context.turn_id, to_wire(interaction))],
-            )
-            pending = _Pending(interaction)
-            state.pending[interaction_id] = pending
-        self._host._publish_interactions(state)
-        await pending.answered.wait()
-        assert pending.decision is not None
-        return pending.decision
-
-
-@attrs.define
-class _Request:
-    """One prepared main request: its event, summary and (once known) its end."""
-
-    sequence: int
-    payload: dict[str, Any]
-    settled_at: int | None = None
-    state: str = "running"
-    tokens: int | None = None
-
-    def settle(self, settled_at: int, state: str, tokens: int | None) -> None:
-        self.settled_at, self.state, self.tokens = settled_at, state, tokens
-
-
-@attrs.define
-class _SessionState:
-    session_id: str
-    agent_name: str
-    workspace: str
-    title: str | None
-    created_at: float
-    queue: WorkQueue
-    revision: int = 0
-    lock: trio.Lock = attrs.field(factory=trio.Lock)
-    wake: trio.Event = attrs.field(factory=trio.Event)
-    app: AppSession | None = None
-    cancellation: AgentCancellation | None = None
-    pending: dict[str, _Pending] = attrs.field(factory=dict)
-    resolved: dict[str, Interaction] = attrs.field(factory=dict)
-    finished: set[str] = attrs.field(factory=set)
-    #: How each finished invocation ended (completed, failed, stopped, interrupted).
-    outcomes: dict[str, str] = attrs.field(factory=dict)
-    #: The latest main requests the session prepared (for context reports).
-    requests: list[_Request] = attrs.field(factory=list)
-    #: A coordinator's workers: (worker session, first task's invocation, operation).
-    workers: list[tuple[str, str, str]] = attrs.field(factory=list)
-    subscribers: set[Subscriber] = attrs.field(factory=set)
-    #: The newest row's position (None before the first): a watcher already past it
-    #: needs no catch-up read.
-    last_row: Position | None = None
-    #: Where a forked session came from (wire form), and the tools it is narrowed to.
-    branch: dict[str, Any] | None = None
-    tools: tuple[str, ...] | None = None
-    diagnostics: DiagnosticLog = attrs.field(factory=DiagnosticLog)
-    diagnostics_changed: trio.Event = attrs.field(factory=trio.Event)
 
 
 class Host:
@@ -328,7 +176,7 @@ class Host:
         self._nursery = nursery
         self._queue_capacity = queue_capacity
         self._watch_buffer = watch_buffer
-        self._sessions: dict[str, _SessionState] = {}
+        self._sessions: dict[str, SessionState] = {}
         self._closed = False
 
     @classmethod
@@ -399,13 +247,13 @@ class Host:
         directory = str(await trio.Path(workspace).resolve())
         body = {"agent": agent, "workspace": directory, "title": title}
         digest = operation_digest("createSession", body)
-        session_id = "s-" + uuid.uuid5(_SESSION_NAMESPACE, operation).hex
+        session_id = "s-" + uuid.uuid5(SESSION_NAMESPACE, operation).hex
         if session_id not in self._sessions:
             if agent not in self._agents:
                 raise UnknownAgent(f"the Host knows no agent named {agent!r}")
             if not await trio.Path(directory).is_dir():
                 raise ServiceError(f"workspace {directory} is not a directory")
-        receipt = _receipt(operation, "createSession", session_id, 1)
+        receipt = operation_receipt(operation, "createSession", session_id, 1)
         config = {"host": True, **body}
         try:
             await self._store_new_session(
@@ -435,7 +283,7 @@ class Host:
     def sessions(self) -> tuple[SessionInfo, ...]:
         return tuple(self._info(state) for state in self._sessions.values())
 
-    def _info(self, state: _SessionState) -> SessionInfo:
+    def _info(self, state: SessionState) -> SessionInfo:
         return from_wire(
             SessionInfo,
             {
@@ -472,7 +320,7 @@ class Host:
             sequence = state.revision + 1
             receipt = SendReceipt(
                 invocation_id=invocation_id,  # type: ignore[arg-type]
-                receipt=_receipt(operation, "send", session_id, sequence),
+                receipt=operation_receipt(operation, "send", session_id, sequence),
             )
             payload = {"invocationId": invocation_id, "operation": operation, "text": text}
             # One store round trip: the replay check happens inside the append.
@@ -511,7 +359,7 @@ class Host:
             receipt = StopReceipt(
                 invocation_id=invocation_id,  # type: ignore[arg-type]
                 outcome=outcome,  # type: ignore[arg-type]
-                receipt=_receipt(operation, "stop", session_id, state.revision + 1),
+                receipt=operation_receipt(operation, "stop", session_id, state.revision + 1),
             )
             events = []
             if outcome == "removedFromQueue":
@@ -540,19 +388,10 @@ class Host:
 
     # -- interactions -------------------------------------------------------------------
     async def pending_interactions(self, session_id: str) -> PendingInteractions:
-        state = self._state(session_id)
-        return PendingInteractions(
-            session_id=session_id,  # type: ignore[arg-type]
-            interactions=tuple(p.interaction for p in state.pending.values()),
-        )
+        return await _interactions.pending_interactions(self, session_id)
 
     async def interaction(self, session_id: str, interaction_id: str) -> Interaction:
-        state = self._state(session_id)
-        if interaction_id in state.pending:
-            return state.pending[interaction_id].interaction
-        if interaction_id in state.resolved:
-            return state.resolved[interaction_id]
-        raise UnknownInteraction(f"session {session_id} has no interaction {interaction_id}")
+        return await _interactions.interaction(self, session_id, interaction_id)
 
     async def respond(
         self,
@@ -565,48 +404,9 @@ class Host:
         """Answer a pending interaction (approve runs the call once; deny tells the model
         why). An interaction already answered or settled raises
         :class:`InteractionSettled`."""
-        state = self._state(session_id)
-        if not isinstance(response, ApproveResponse | DenyResponse):
-            raise TypeError("respond needs an ApproveResponse or a DenyResponse")
-        body = {"sessionId": session_id, "interactionId": interaction_id, **to_wire(response)}
-        digest = operation_digest("respond", body)
-        async with state.lock:
-            original = await self._find(state, operation, digest)
-            if original is not None:
-                return from_wire(RespondReceipt, original)
-            pending = state.pending.get(interaction_id)
-            if pending is None:
-                if interaction_id in state.resolved:
-                    raise InteractionSettled(f"interaction {interaction_id} is already settled")
-                raise UnknownInteraction(
-                    f"session {session_id} has no interaction {interaction_id}"
-                )
-            sequence = state.revision + 1
-            approved = isinstance(response, ApproveResponse)
-            resolved = _resolved(
-                pending.interaction,
-                Resolution(
-                    outcome="approved" if approved else "denied",
-                    by="client",
-                    reason=None if approved else response.reason,  # type: ignore[union-attr]
-                    sequence=sequence,
-                ),
-            )
-            receipt = RespondReceipt(
-                interaction=resolved,
-                receipt=_receipt(operation, "respond", session_id, sequence),
-            )
-            await self._append(
-                state,
-                [NewEvent(INTERACTION_RESOLVED, resolved.turn_id, to_wire(resolved))],
-                OperationRecord(operation, digest, json.dumps(to_wire(receipt))),
-            )
-            del state.pending[interaction_id]
-            state.resolved[interaction_id] = resolved
-            pending.decision = Approve() if approved else Deny(response.reason)  # type: ignore[union-attr]
-            pending.answered.set()
-        self._publish_interactions(state)
-        return receipt
+        return await _interactions.respond(
+            self, session_id, interaction_id, response, operation=operation
+        )
 
     # -- the Executor -------------------------------------------------------------------
     async def execute(
@@ -625,84 +425,13 @@ class Host:
         ``max_attachment_bytes`` in all (:class:`AttachmentError`, nothing admitted).
         A retry with the same reference returns the original receipt without reading
         the resource again. Wait for the outcome with :meth:`execute_result`."""
-        self._check_open()
-        if agent not in self._agents:
-            raise UnknownAgent(f"the Host knows no agent named {agent!r}")
-        if not text or len(text) > MAX_TEXT_CHARS:
-            raise ServiceError(f"a task holds 1 to {MAX_TEXT_CHARS} characters")
-        metas = tuple(attachments)
-        check_metadata(metas, self._max_attachment_bytes)
-        body = {"agent": agent, "text": text, "attachments": [to_wire(m) for m in metas]}
-        digest = operation_digest("execute", body)
-        session_id = "s-" + uuid.uuid5(_SESSION_NAMESPACE, f"execute\0{operation}").hex
-        if session_id in self._sessions:
-            original = await self._find(self._sessions[session_id], operation, digest)
-            if original is None:
-                raise OperationConflict(f"operation {operation!r} named another request")
-            return from_wire(ExecuteReceipt, original)
-        workspace = self.root / "executor" / session_id
-        await trio.Path(workspace).mkdir(mode=0o700, parents=True)
-        try:
-            await extract(resource, metas, str(workspace), limit=self._max_attachment_bytes)
-            invocation_id = new_id()
-            config = {"host": True, "agent": agent, "workspace": str(workspace), "title": None}
-            admitted = {
-                "invocationId": invocation_id,
-                "operation": operation,
-                "text": text,
-                "work": "execute",
-                "attachments": [to_wire(m) for m in metas],
-            }
-            events = [
-                NewEvent(SESSION_CREATED, None, dict(config, executor=True)),
-                NewEvent(QUEUE_ADMITTED, None, admitted),
-            ]
-            receipt = ExecuteReceipt(
-                invocation_id=invocation_id,  # type: ignore[arg-type]
-                session_id=session_id,  # type: ignore[arg-type]
-                receipt=_receipt(operation, "execute", session_id, len(events)),
-            )
-            await self._store_new_session(session_id, config, events, operation, digest, receipt)
-        except BaseException:
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(
-                    functools.partial(shutil.rmtree, workspace, ignore_errors=True)
-                )
-            raise
-        state = self._new_state(session_id, config, created_at=time.time())
-        state.revision = len(events)
-        state.queue.admit(Work(invocation_id, operation, text, 2, kind="execute"))
-        self._sessions[session_id] = state
-        self._start_runner(state)
-        state.wake.set()
-        return receipt
+        return await _executor.execute(
+            self, agent, text, operation=operation, attachments=attachments, resource=resource
+        )
 
     async def execute_result(self, session_id: str, invocation_id: str) -> ExecuteResult | None:
         """How an Executor task ended, or None while it is queued or running."""
-        state = self._state(session_id)
-        if invocation_id in state.queue:
-            return None
-        if invocation_id not in state.finished:
-            raise UnknownInvocation(f"session {session_id} never admitted {invocation_id}")
-        outcome = state.outcomes.get(invocation_id, "failed")
-        status = {"completed": "completed", "stopped": "stopped"}.get(outcome, "failed")
-        answer = None
-        if status == "completed":
-            position: Position | None = None
-            while True:
-                page = await self.history(session_id, after=position, limit=MAX_PAGE_SIZE)
-                for row in page.rows:
-                    if row.role == "assistant" and not row.tool_calls:
-                        answer = row.body
-                if page.next_after is None:
-                    break
-                position = page.next_after
-        return ExecuteResult(
-            invocation_id=invocation_id,  # type: ignore[arg-type]
-            session_id=session_id,  # type: ignore[arg-type]
-            status=status,  # type: ignore[arg-type]
-            answer=answer,
-        )
+        return await _executor.execute_result(self, session_id, invocation_id)
 
     # -- WorkHub ------------------------------------------------------------------------
     async def start_worker(
@@ -722,135 +451,14 @@ class Host:
         after a lost answer (or a Host restart halfway) completes the same worker.
         Further tasks, watching and results use the ordinary operations on the worker's
         session; :meth:`workers` lists them all."""
-        coordinator = self._state(coordinator_id)
-        self._check_open()
-        body = {
-            "coordinatorId": coordinator_id,
-            "origin": to_wire(origin),
-            "task": task,
-            "tools": None if tools is None else list(tools),
-        }
-        digest = operation_digest("startWorker", body)
-        original = await self._find(coordinator, operation, digest)
-        if original is not None:
-            return from_wire(WorkerReceipt, original)
-        known = [w for w in coordinator.workers if w[2] != operation]
-        if len(known) >= MAX_WORKERS:
-            raise QueueFull(f"the coordinator already has {MAX_WORKERS} workers")
-        # Sub-operations of this one, each idempotent on its own (ids stay within 128).
-        step = f"worker.{operation}"[:118]
-        allowed = await self._enabled_tools(coordinator)
-        wanted = tuple(dict.fromkeys(tools)) if tools is not None else allowed
-        if not set(wanted) <= set(allowed):
-            wider = sorted(set(wanted) - set(allowed))
-            raise ForkRefused(f"a worker cannot enable tools its coordinator has not: {wider}")
-        if isinstance(origin, ForkWorker):
-            forked = await self.fork(
-                coordinator_id,
-                revision=coordinator.revision,
-                turn_id=origin.turn_id,
-                tools=wanted,
-                operation=step + ".fork",
-            )
-            worker_id: str = forked.session.id
-        else:
-            worker_id = await self._create_worker(coordinator, origin.agent, wanted, step + ".new")
-        sent = await self.send(worker_id, task, operation=step + ".task")
-        sequence = coordinator.revision + 1
-        receipt = WorkerReceipt(
-            worker_id=worker_id,  # type: ignore[arg-type]
-            invocation_id=sent.invocation_id,
-            receipt=_receipt(operation, "startWorker", coordinator_id, sequence),
+        return await _workhub.start_worker(
+            self, coordinator_id, origin, task, operation=operation, tools=tools
         )
-        payload = {
-            "workerId": worker_id,
-            "invocationId": sent.invocation_id,
-            "operation": operation,
-        }
-        async with coordinator.lock:
-            replayed = await self._append(
-                coordinator,
-                [NewEvent(WORKER_STARTED, None, payload)],
-                OperationRecord(operation, digest, json.dumps(to_wire(receipt))),
-            )
-            if replayed is not None:
-                return from_wire(WorkerReceipt, json.loads(replayed))
-            coordinator.workers.append((worker_id, sent.invocation_id, operation))
-        return receipt
 
     async def workers(self, coordinator_id: str) -> WorkHubSnapshot:
         """Every worker of the coordinator in start order, with its first task's state
         and, once completed, its answer."""
-        coordinator = self._state(coordinator_id)
-        statuses = []
-        for worker_id, invocation_id, _ in coordinator.workers:
-            worker = self._state(worker_id)
-            if invocation_id in worker.queue:
-                running = worker.queue.running
-                state = (
-                    "running"
-                    if running is not None and running.work.invocation_id == invocation_id
-                    else "queued"
-                )
-                result = None
-            else:
-                done = await self.execute_result(worker_id, invocation_id)
-                assert done is not None
-                state, result = done.status, done.answer
-            statuses.append(
-                WorkerStatus(
-                    worker_id=worker_id,  # type: ignore[arg-type]
-                    invocation_id=invocation_id,  # type: ignore[arg-type]
-                    state=state,  # type: ignore[arg-type]
-                    result=result,
-                )
-            )
-        return WorkHubSnapshot(
-            coordinator_id=coordinator_id,  # type: ignore[arg-type]
-            workers=tuple(statuses),
-        )
-
-    async def _create_worker(
-        self, coordinator: _SessionState, agent: str, tools: tuple[str, ...], operation: str
-    ) -> str:
-        """A new session of ``agent`` on the coordinator's workspace, narrowed to
-        ``tools``; its id follows from the coordinator and the operation."""
-        if agent not in self._agents:
-            raise UnknownAgent(f"the Host knows no agent named {agent!r}")
-        worker_id = _fork_id(coordinator.session_id, operation)
-        if worker_id in self._sessions:
-            return worker_id
-        config = {
-            "host": True,
-            "agent": agent,
-            "workspace": coordinator.workspace,
-            "title": None,
-            "tools": list(tools),
-            "coordinator": coordinator.session_id,
-        }
-        state = self._new_state(worker_id, config, created_at=time.time())
-        # Narrow now, so a tool the agent lacks fails here and not in its first turn.
-        app = await self._app_session(state, stored=False)
-        try:
-            missing = sorted(set(tools) - set(app.agent_session.available_tools))
-            if missing:
-                raise ForkRefused(f"agent {agent!r} has no tools {missing}")
-            # The worker never holds a tool its coordinator has not enabled.
-            app.agent_session.set_enabled_tools(
-                [t for t in app.agent_session.available_tools if t in set(tools)]
-            )
-            with contextlib.suppress(SessionExists):  # a retry after a lost answer
-                await self._store.create_session(
-                    worker_id, "{}", config, events=[NewEvent(SESSION_CREATED, None, config)]
-                )
-        except BaseException:
-            with trio.CancelScope(shield=True):
-                await app.aclose()
-            raise
-        state.revision = max(state.revision, 1)
-        self._sessions[worker_id] = state
-        self._start_runner(state)
-        return worker_id
+        return await _workhub.workers(self, coordinator_id)
 
     # -- diagnostics --------------------------------------------------------------------
     async def diagnostics(
@@ -912,128 +520,23 @@ class Host:
 
         Raises :class:`ForkRefused` when ``revision`` is newer than the source, the turn
         is unknown or not settled by then, or ``tools`` would widen the permissions."""
-        source = self._state(session_id)
-        self._check_open()
-        wanted = None if tools is None else tuple(dict.fromkeys(tools))
-        body = {
-            "sessionId": session_id,
-            "turnId": turn_id,
-            "revision": revision,
-            "tools": None if wanted is None else list(wanted),
-            "title": title,
-        }
-        digest = operation_digest("fork", body)
-        fork_id = _fork_id(session_id, operation)
-        if fork_id in self._sessions:
-            original = await self._find(self._sessions[fork_id], operation, digest)
-            if original is not None:
-                return from_wire(ForkReceipt, original)
-        if not 0 <= revision <= source.revision:
-            raise ForkRefused(
-                f"revision {revision} is not a revision of session {session_id}"
-                f" (its newest is {source.revision})"
-            )
-        rows, through_turn = await self._fork_rows(source, revision, turn_id)
-        enabled = await self._enabled_tools(source)
-        if wanted is not None and not set(wanted) <= set(enabled):
-            wider = sorted(set(wanted) - set(enabled))
-            raise ForkRefused(f"a fork cannot enable tools its source has not: {wider}")
-        branch = {
-            "sourceSessionId": session_id,
-            "sourceTurnId": through_turn,
-            "sourceRevision": revision,
-        }
-        config = {
-            "host": True,
-            "agent": source.agent_name,
-            "workspace": source.workspace,
-            "title": title,
-            "branch": branch,
-            "tools": list(wanted if wanted is not None else enabled),
-        }
-        events = [NewEvent(SESSION_CREATED, None, dict(config, copied=len(rows)))]
-        for turn, messages in rows:
-            for event in turn_events(turn, messages):
-                events.append(attrs.evolve(event, payload=dict(event.payload, copied=True)))
-        sequence = len(events)
-        state = self._new_state(fork_id, config, created_at=time.time())
-        state.revision = sequence
-        receipt = ForkReceipt(
-            session=self._info(state),
-            branch=from_wire(Branch, branch),
-            receipt=_receipt(operation, "fork", fork_id, sequence),
+        return await _forks.fork(
+            self,
+            session_id,
+            revision=revision,
+            operation=operation,
+            turn_id=turn_id,
+            tools=tools,
+            title=title,
         )
-        try:
-            await self._store_new_session(fork_id, config, events, operation, digest, receipt)
-        except SessionExists:
-            original = await self._find(self._sessions[fork_id], operation, digest)
-            if original is None:
-                raise OperationConflict(f"operation {operation!r} named another fork") from None
-            return from_wire(ForkReceipt, original)
-        newest = await self._store.last_position(fork_id)
-        state.last_row = None if newest is None else wire_position(newest)
-        self._sessions[fork_id] = state
-        self._start_runner(state)
-        return receipt
 
     async def fork_receipt(self, session_id: str, *, operation: str) -> ForkReceipt | None:
         """The fork published under ``operation`` from ``session_id``, or None. None
         proves nothing (the fork may not have been published yet) and authorizes no
         replacement: retry the original request with its reference."""
-        self._state(session_id)
-        fork_id = _fork_id(session_id, operation)
-        if fork_id not in self._sessions:
-            return None
-        stored = await self._store.operation_receipt(fork_id, operation)
-        return None if stored is None else from_wire(ForkReceipt, json.loads(stored))
+        return await _forks.fork_receipt(self, session_id, operation=operation)
 
-    async def _fork_rows(
-        self, source: _SessionState, revision: int, turn_id: str | None
-    ) -> tuple[list[tuple[str, list[Message]]], str | None]:
-        """The source's settled turns (id, messages) up to ``revision``, through
-        ``turn_id`` when given."""
-        settled: list[str] = []
-        after = 0
-        while after < revision:
-            events = await self._store.events_after(source.session_id, after, limit=1000)
-            if not events:
-                break
-            for event in events:
-                if event.sequence > revision:
-                    break
-                if event.kind == TURN_SETTLED and event.turn_id is not None:
-                    settled.append(event.turn_id)
-            after = events[-1].sequence
-        if turn_id is not None:
-            if turn_id not in settled:
-                raise ForkRefused(
-                    f"turn {turn_id} of session {source.session_id} is not a settled turn"
-                    f" at revision {revision}"
-                )
-            settled = settled[: settled.index(turn_id) + 1]
-        keep = set(settled)
-        by_turn: dict[str, list[Message]] = {turn: [] for turn in settled}
-        position: Position | None = None
-        while True:
-            page = await self.history(
-                source.session_id, through=revision, after=position, limit=MAX_PAGE_SIZE
-            )
-            for row in page.rows:
-                if row.turn_id in keep:
-                    stored = await self._store.read_row(
-                        source.session_id, store_position(row.position), through=revision
-                    )
-                    assert stored is not None
-                    by_turn[row.turn_id].append(stored.message())
-            if page.next_after is None:
-                break
-            position = page.next_after
-        last = settled[-1] if settled else None
-        return [(turn, by_turn[turn]) for turn in settled if by_turn[turn]], (
-            turn_id if turn_id is not None else last
-        )
-
-    async def _enabled_tools(self, state: _SessionState) -> tuple[str, ...]:
+    async def _enabled_tools(self, state: SessionState) -> tuple[str, ...]:
         if state.tools is not None:
             return state.tools
         app = await self._app_session(state)
@@ -1136,11 +639,11 @@ class Host:
             await stream.aclose()
 
     async def _watch_stream(
-        self, state: _SessionState, subscriber: Subscriber
+        self, state: SessionState, subscriber: Subscriber
     ) -> AsyncGenerator[WatchUpdate, None]:
         yield QueueChanged(queue=self._queue_snapshot(state))
         yield InteractionsChanged(pending=tuple(p.interaction for p in state.pending.values()))
-        while not subscriber.ended and _before(subscriber.delivered, state.last_row):
+        while not subscriber.ended and rows_after(subscriber.delivered, state.last_row):
             page = await self.history(state.session_id, after=subscriber.delivered)
             caught_up = RowsPublished(through=page.through, rows=page.rows, next_after=None)
             fresh = subscriber.fresh_rows(caught_up) if page.rows else None
@@ -1193,7 +696,7 @@ class Host:
         if self._closed:
             raise HostClosed("the Host is closed")
 
-    def _state(self, session_id: str) -> _SessionState:
+    def _state(self, session_id: str) -> SessionState:
         try:
             return self._sessions[session_id]
         except KeyError:
@@ -1201,9 +704,9 @@ class Host:
 
     def _new_state(
         self, session_id: str, config: dict[str, Any], *, created_at: float
-    ) -> _SessionState:
+    ) -> SessionState:
         tools = config.get("tools")
-        return _SessionState(
+        return SessionState(
             session_id=session_id,
             agent_name=str(config["agent"]),
             workspace=str(config["workspace"]),
@@ -1214,7 +717,7 @@ class Host:
             tools=None if tools is None else tuple(str(t) for t in tools),
         )
 
-    async def _find(self, state: _SessionState, operation: str, digest: str) -> Any:
+    async def _find(self, state: SessionState, operation: str, digest: str) -> Any:
         try:
             original = await self._store.find_operation(state.session_id, operation, digest)
         except StoreOperationConflict as exc:
@@ -1225,7 +728,7 @@ class Host:
 
     async def _append(
         self,
-        state: _SessionState,
+        state: SessionState,
         events: list[NewEvent],
         operation: OperationRecord | None = None,
     ) -> str | None:
@@ -1271,7 +774,7 @@ class Host:
                 subscriber.offer(update)
         return None
 
-    def _queue_snapshot(self, state: _SessionState) -> QueueSnapshot:
+    def _queue_snapshot(self, state: SessionState) -> QueueSnapshot:
         # Built from the Host's own checked queue: no construction checks (a snapshot
         # goes to every watcher after every change, and the queue may be long).
         return trusted(
@@ -1291,23 +794,23 @@ class Host:
             ),
         )
 
-    def _publish_queue(self, state: _SessionState) -> None:
+    def _publish_queue(self, state: SessionState) -> None:
         if not state.subscribers:
             return
         update = trusted(QueueChanged, kind="queue", queue=self._queue_snapshot(state))
         for subscriber in tuple(state.subscribers):
             subscriber.offer(update)
 
-    def _publish_interactions(self, state: _SessionState) -> None:
+    def _publish_interactions(self, state: SessionState) -> None:
         update = InteractionsChanged(pending=tuple(p.interaction for p in state.pending.values()))
         for subscriber in tuple(state.subscribers):
             subscriber.offer(update)
 
     # -- running work -------------------------------------------------------------------
-    def _start_runner(self, state: _SessionState) -> None:
+    def _start_runner(self, state: SessionState) -> None:
         self._nursery.start_soon(self._run_session, state, name=f"host-session-{state.session_id}")
 
-    async def _run_session(self, state: _SessionState) -> None:
+    async def _run_session(self, state: SessionState) -> None:
         while not self._closed:
             work = state.queue.next_to_run()
             if work is None:
@@ -1332,7 +835,7 @@ class Host:
             self._publish_queue(state)
             await self._run_turn(state, work, cancellation)
 
-    async def _app_session(self, state: _SessionState, *, stored: bool = True) -> AppSession:
+    async def _app_session(self, state: SessionState, *, stored: bool = True) -> AppSession:
         """The running engine session of ``state`` (started on first use from its
         stored history; ``stored=False`` starts a session not yet in the store)."""
         if state.app is None:
@@ -1345,7 +848,7 @@ class Host:
             agent = attrs.evolve(
                 defined,
                 client=Client(recording),
-                approver=_HostApprovals(self, state),
+                approver=HostApprovals(self, state),
                 workspace=pathlib.Path(state.workspace),
             )
             history = (await self._store.load_session(state.session_id)).messages if stored else ()
@@ -1361,7 +864,7 @@ class Host:
         return state.app
 
     async def _run_turn(
-        self, state: _SessionState, work: Work, cancellation: AgentCancellation
+        self, state: SessionState, work: Work, cancellation: AgentCancellation
     ) -> None:
         turn_id = new_id()
         outcome = "completed"
@@ -1419,7 +922,7 @@ class Host:
         if self._titles and outcome == "completed" and state.title is None:
             await self._make_title(state, work.text, turn_id)
 
-    async def _make_title(self, state: _SessionState, text: str, turn_id: str) -> None:
+    async def _make_title(self, state: SessionState, text: str, turn_id: str) -> None:
         """Ask the agent's model for a short title; record it, or a title diagnostic."""
         client = self._agents[state.agent_name].client
         request = GenerationRequest(
@@ -1458,7 +961,7 @@ class Host:
                 await self._append(state, [NewEvent(SESSION_TITLED, None, {"title": title})])
                 state.title = title
 
-    async def _request_prepared(self, state: _SessionState, request: GenerationRequest) -> int:
+    async def _request_prepared(self, state: SessionState, request: GenerationRequest) -> int:
         """Record a main request before the model starts; returns its event sequence."""
         running = state.queue.running
         turn = current_turn()
@@ -1470,12 +973,12 @@ class Host:
         async with state.lock:
             await self._append(state, [NewEvent(REQUEST_PREPARED, payload["turnId"], payload)])
             sequence = state.revision
-        state.requests.append(_Request(sequence, payload))
+        state.requests.append(RequestRecord(sequence, payload))
         del state.requests[:-MAX_REQUESTS_KEPT]
         return sequence
 
     async def _request_settled(
-        self, state: _SessionState, sequence: int, outcome: str, tokens: int | None
+        self, state: SessionState, sequence: int, outcome: str, tokens: int | None
     ) -> None:
         payload = {"preparedSequence": sequence, "state": outcome, "providerInputTokens": tokens}
         async with state.lock:
@@ -1518,7 +1021,7 @@ class Host:
 
     def _diagnostic(
         self,
-        state: _SessionState,
+        state: SessionState,
         kind: str,
         code: str,
         message: str,
@@ -1539,13 +1042,13 @@ class Host:
             recorded_at_ms=int(time.time() * 1000),
         )
 
-    def _add_diagnostic(self, state: _SessionState, recorded: Diagnostic) -> None:
+    def _add_diagnostic(self, state: SessionState, recorded: Diagnostic) -> None:
         state.diagnostics.add(recorded)
         changed, state.diagnostics_changed = state.diagnostics_changed, trio.Event()
         changed.set()
 
     async def _journal(
-        self, state: _SessionState, turn_id: str, checkpoint: tuple[Message, ...]
+        self, state: SessionState, turn_id: str, checkpoint: tuple[Message, ...]
     ) -> None:
         """Write down, before a tool may run, what the turn commits if the Host is lost:
         recovery then checkpoints the turn instead of rolling it back."""
@@ -1560,7 +1063,7 @@ class Host:
             await self._append(state, [NewEvent(TURN_JOURNAL, turn_id, payload)])
 
     def _settle_interactions(
-        self, state: _SessionState, invocation_id: str, by: str
+        self, state: SessionState, invocation_id: str, by: str
     ) -> list[NewEvent]:
         """Interactions of an ended invocation that were never answered: settled as
         interrupted (the question is never asked again)."""
@@ -1568,7 +1071,7 @@ class Host:
         for interaction_id, pending in tuple(state.pending.items()):
             if pending.interaction.invocation_id != invocation_id:
                 continue
-            resolved = _resolved(
+            resolved = resolved_interaction(
                 pending.interaction,
                 Resolution(
                     outcome="interrupted",
@@ -1655,7 +1158,7 @@ class Host:
 
     @staticmethod
     def _replay(
-        state: _SessionState,
+        state: SessionState,
         kind: str,
         payload: dict[str, Any],
         sequence: int,
@@ -1682,13 +1185,13 @@ class Host:
             started.discard(invocation_id)
         elif kind == INTERACTION_REQUESTED:
             interaction = from_wire(Interaction, payload)
-            state.pending[interaction.id] = _Pending(interaction)
+            state.pending[interaction.id] = PendingInteraction(interaction)
         elif kind == INTERACTION_RESOLVED:
             interaction = from_wire(Interaction, payload)
             state.pending.pop(interaction.id, None)
             state.resolved[interaction.id] = interaction
         elif kind == REQUEST_PREPARED:
-            state.requests.append(_Request(sequence, payload))
+            state.requests.append(RequestRecord(sequence, payload))
             del state.requests[:-MAX_REQUESTS_KEPT]
         elif kind == REQUEST_SETTLED:
             for request in state.requests:

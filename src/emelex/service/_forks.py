@@ -1,0 +1,184 @@
+"""Forks: a new session that keeps a source's settled history, narrowed permissions and no work."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+
+from emelex.contracts import (
+    MAX_PAGE_SIZE,
+    Branch,
+    ForkReceipt,
+    Position,
+    from_wire,
+)
+from emelex.model import (
+    Message,
+)
+from emelex.service._digest import operation_digest
+from emelex.service._errors import (
+    ForkRefused,
+    OperationConflict,
+)
+from emelex.service._rows import store_position, wire_position
+from emelex.service._state import (
+    SESSION_CREATED,
+    SessionState,
+    fork_session_id,
+    operation_receipt,
+)
+from emelex.store import (
+    TURN_SETTLED,
+    NewEvent,
+    SessionExists,
+    turn_events,
+)
+
+if TYPE_CHECKING:
+    from emelex.service._host import Host
+
+
+async def fork(
+    host: Host,
+    session_id: str,
+    *,
+    revision: int,
+    operation: str,
+    turn_id: str | None = None,
+    tools: Sequence[str] | None = None,
+    title: str | None = None,
+) -> ForkReceipt:
+    """Start a side conversation: a new session holding the source's history through
+    the complete turn ``turn_id`` (None: all history), as of the source's event
+    ``revision`` (a later turn may be running). It shares the workspace, has no
+    work, and its enabled tools are ``tools`` (None: the source's), never wider than
+    the source's. A retry with the same reference returns the original receipt.
+
+    Raises :class:`ForkRefused` when ``revision`` is newer than the source, the turn
+    is unknown or not settled by then, or ``tools`` would widen the permissions."""
+    source = host._state(session_id)
+    host._check_open()
+    wanted = None if tools is None else tuple(dict.fromkeys(tools))
+    body = {
+        "sessionId": session_id,
+        "turnId": turn_id,
+        "revision": revision,
+        "tools": None if wanted is None else list(wanted),
+        "title": title,
+    }
+    digest = operation_digest("fork", body)
+    fork_id = fork_session_id(session_id, operation)
+    if fork_id in host._sessions:
+        original = await host._find(host._sessions[fork_id], operation, digest)
+        if original is not None:
+            return from_wire(ForkReceipt, original)
+    if not 0 <= revision <= source.revision:
+        raise ForkRefused(
+            f"revision {revision} is not a revision of session {session_id}"
+            f" (its newest is {source.revision})"
+        )
+    rows, through_turn = await fork_rows(host, source, revision, turn_id)
+    enabled = await host._enabled_tools(source)
+    if wanted is not None and not set(wanted) <= set(enabled):
+        wider = sorted(set(wanted) - set(enabled))
+        raise ForkRefused(f"a fork cannot enable tools its source has not: {wider}")
+    branch = {
+        "sourceSessionId": session_id,
+        "sourceTurnId": through_turn,
+        "sourceRevision": revision,
+    }
+    config = {
+        "host": True,
+        "agent": source.agent_name,
+        "workspace": source.workspace,
+        "title": title,
+        "branch": branch,
+        "tools": list(wanted if wanted is not None else enabled),
+    }
+    events = [NewEvent(SESSION_CREATED, None, dict(config, copied=len(rows)))]
+    for turn, messages in rows:
+        for event in turn_events(turn, messages):
+            events.append(attrs.evolve(event, payload=dict(event.payload, copied=True)))
+    sequence = len(events)
+    state = host._new_state(fork_id, config, created_at=time.time())
+    state.revision = sequence
+    receipt = ForkReceipt(
+        session=host._info(state),
+        branch=from_wire(Branch, branch),
+        receipt=operation_receipt(operation, "fork", fork_id, sequence),
+    )
+    try:
+        await host._store_new_session(fork_id, config, events, operation, digest, receipt)
+    except SessionExists:
+        original = await host._find(host._sessions[fork_id], operation, digest)
+        if original is None:
+            raise OperationConflict(f"operation {operation!r} named another fork") from None
+        return from_wire(ForkReceipt, original)
+    newest = await host._store.last_position(fork_id)
+    state.last_row = None if newest is None else wire_position(newest)
+    host._sessions[fork_id] = state
+    host._start_runner(state)
+    return receipt
+
+
+async def fork_receipt(host: Host, session_id: str, *, operation: str) -> ForkReceipt | None:
+    """The fork published under ``operation`` from ``session_id``, or None. None
+    proves nothing (the fork may not have been published yet) and authorizes no
+    replacement: retry the original request with its reference."""
+    host._state(session_id)
+    fork_id = fork_session_id(session_id, operation)
+    if fork_id not in host._sessions:
+        return None
+    stored = await host._store.operation_receipt(fork_id, operation)
+    return None if stored is None else from_wire(ForkReceipt, json.loads(stored))
+
+
+async def fork_rows(
+    host: Host, source: SessionState, revision: int, turn_id: str | None
+) -> tuple[list[tuple[str, list[Message]]], str | None]:
+    """The source's settled turns (id, messages) up to ``revision``, through
+    ``turn_id`` when given."""
+    settled: list[str] = []
+    after = 0
+    while after < revision:
+        events = await host._store.events_after(source.session_id, after, limit=1000)
+        if not events:
+            break
+        for event in events:
+            if event.sequence > revision:
+                break
+            if event.kind == TURN_SETTLED and event.turn_id is not None:
+                settled.append(event.turn_id)
+        after = events[-1].sequence
+    if turn_id is not None:
+        if turn_id not in settled:
+            raise ForkRefused(
+                f"turn {turn_id} of session {source.session_id} is not a settled turn"
+                f" at revision {revision}"
+            )
+        settled = settled[: settled.index(turn_id) + 1]
+    keep = set(settled)
+    by_turn: dict[str, list[Message]] = {turn: [] for turn in settled}
+    position: Position | None = None
+    while True:
+        page = await host.history(
+            source.session_id, through=revision, after=position, limit=MAX_PAGE_SIZE
+        )
+        for row in page.rows:
+            if row.turn_id in keep:
+                stored = await host._store.read_row(
+                    source.session_id, store_position(row.position), through=revision
+                )
+                assert stored is not None
+                by_turn[row.turn_id].append(stored.message())
+        if page.next_after is None:
+            break
+        position = page.next_after
+    last = settled[-1] if settled else None
+    return [(turn, by_turn[turn]) for turn in settled if by_turn[turn]], (
+        turn_id if turn_id is not None else last
+    )
