@@ -26,8 +26,11 @@ from emelex.service._errors import TooManyConnections
 from emelex.service._http import HostApp, error_body
 from emelex.service._json import dump
 
+#: How long a connection whose peer closed its side may still finish an answer.
+_AFTER_EOF_SECONDS = 1.0
 #: How long a refused connection may take to receive its 503.
 _REFUSE_SECONDS = 5.0
+_REFUSE_READ_BYTES = 64 * 1024
 
 
 def _refusal(limit: int) -> bytes:
@@ -46,8 +49,51 @@ def _refusal(limit: int) -> bytes:
 async def _refuse(stream: trio.abc.Stream, limit: int) -> None:
     with trio.move_on_after(_REFUSE_SECONDS):
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            # Take (a bounded part of) the request first: a client still writing its
+            # request when the answer and the close arrive may not read the answer.
+            with trio.move_on_after(_REFUSE_SECONDS / 5):
+                await stream.receive_some(_REFUSE_READ_BYTES)
             await stream.send_all(_refusal(limit))
     await trio.aclose_forcefully(stream)
+
+
+class _Tracked:
+    """A connection's stream that reports when hypercorn closed it (else transparent:
+    hypercorn probes attributes such as ``do_handshake`` to tell TLS from plain)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        #: Set when hypercorn closed the stream.
+        self.closed = trio.Event()
+        #: Set when the stream was closed or the peer closed its side.
+        self.ended = trio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        try:
+            data: bytes = await self._stream.receive_some(max_bytes)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.ended.set()
+            raise
+        if not data:
+            self.ended.set()
+        return data
+
+    async def aclose(self) -> None:
+        try:
+            await self._stream.aclose()
+        finally:
+            self.closed.set()
+            self.ended.set()
+
+
+async def _connection(app: Any, config: Config, worker: WorkerContext, stream: _Tracked) -> None:
+    try:
+        await TCPServer(app, config, worker, {}, stream)  # type: ignore[arg-type]
+    finally:
+        await stream.aclose()
 
 
 async def serve_listener(
@@ -78,7 +124,18 @@ async def serve_listener(
             return
         active += 1
         try:
-            await TCPServer(wrapped, config, worker, {}, stream)
+            tracked = _Tracked(stream)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_connection, wrapped, config, worker, tracked)
+                # hypercorn keeps a connection's idle timer running after the peer left.
+                # Once the peer has closed its side, a last answer may still be written
+                # (a client that half-closes after its request): allow a moment for it,
+                # then free the slot.
+                await tracked.ended.wait()
+                if not tracked.closed.is_set():
+                    with trio.move_on_after(_AFTER_EOF_SECONDS):
+                        await tracked.closed.wait()
+                nursery.cancel_scope.cancel()
         finally:
             active -= 1
 
