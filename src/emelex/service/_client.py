@@ -78,6 +78,7 @@ from emelex.contracts import (
 )
 from emelex.service import _errors
 from emelex.service._errors import InvalidRequest, TransportError
+from emelex.service._frames import MAX_CACHED_TEXT, FrameCache
 from emelex.service._json import dump, parse_object
 from emelex.service._routes import BY_NAME
 from emelex.service._websocket import WebSocket
@@ -158,8 +159,12 @@ class HostClient:
             async def open_unix() -> trio.abc.Stream:
                 return await trio.open_unix_socket(path)
 
-            transport = httpx.AsyncHTTPTransport(uds=path, retries=0)
-            http = httpx.AsyncClient(transport=transport, base_url="http://emelex", timeout=limits)
+            # No TLS on a Unix socket: verify=False spares loading the CA bundle, and no
+            # proxy from the environment applies to a socket path.
+            transport = httpx.AsyncHTTPTransport(uds=path, retries=0, verify=False)
+            http = httpx.AsyncClient(
+                transport=transport, base_url="http://emelex", timeout=limits, trust_env=False
+            )
             async with http:
                 yield cls(http, open_unix, authority="emelex", token=token)
             return
@@ -508,6 +513,20 @@ def _decode(raw: bytes) -> Any:
         raise TransportError(f"the Host's answer is not a JSON object: {exc}") from exc
 
 
+_DECODED = FrameCache()
+
+
+def _decoded_update(text: str, update_type: Any, wire: Any) -> Any:
+    # Watches of one session in this process receive the same frames: decode each once.
+    key = (update_type, text) if len(text) <= MAX_CACHED_TEXT else None
+    found = None if key is None else _DECODED.get(key)
+    if found is None:
+        found = from_wire(update_type, wire)
+        if key is not None:
+            _DECODED.put(key, found)
+    return found
+
+
 async def _updates(socket: WebSocket, update_type: Any) -> AsyncGenerator[Any, None]:
     while True:
         text = await socket.receive_text()
@@ -517,7 +536,7 @@ async def _updates(socket: WebSocket, update_type: Any) -> AsyncGenerator[Any, N
         if not isinstance(frame, dict) or len(frame) != 1:
             raise TransportError("the Host sent a frame that is not one update")
         if "update" in frame:
-            yield from_wire(update_type, frame["update"])
+            yield _decoded_update(text, update_type, frame["update"])
         elif "end" in frame:
             if frame["end"] is not None:
                 yield from_wire(WatchEnded, frame["end"])

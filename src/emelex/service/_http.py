@@ -47,6 +47,7 @@ from emelex.service._errors import (
     UnknownRoute,
     UnknownSession,
 )
+from emelex.service._frames import update_frame
 from emelex.service._json import dump, parse_object
 from emelex.service._route_doc import route_document
 from emelex.service._routes import BY_PATH, Route
@@ -291,7 +292,7 @@ class HostApp:
                     if isinstance(update, WatchEnded):
                         await socket.send({"end": to_wire(update)})
                         break
-                    await socket.send({"update": to_wire(update)})
+                    await socket.send_text(update_frame(update))
                 else:
                     await socket.send({"end": None})
             nursery.cancel_scope.cancel()
@@ -337,7 +338,12 @@ class _Socket:
         # for it then fills and it ends `lagged`).
         if self._closed:
             raise _Gone
-        await self._send({"type": "websocket.send", "text": dump(value).decode()})
+        await self.send_text(dump(value).decode())
+
+    async def send_text(self, text: str) -> None:
+        if self._closed:
+            raise _Gone
+        await self._send({"type": "websocket.send", "text": text})
 
     async def close(self, code: int) -> None:
         if not self._closed:
