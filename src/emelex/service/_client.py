@@ -9,6 +9,7 @@ and the Host answers the retry with the original receipt.
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import ssl
@@ -79,7 +80,7 @@ from emelex.contracts import (
 from emelex.service import _errors
 from emelex.service._errors import InvalidRequest, TransportError
 from emelex.service._frames import MAX_CACHED_TEXT, FrameCache
-from emelex.service._json import dump, parse_object
+from emelex.service._json import dump
 from emelex.service._routes import BY_NAME
 from emelex.service._websocket import WebSocket
 
@@ -502,15 +503,19 @@ def _describe(error: BaseException) -> str:
     return type(error).__name__
 
 
-def _decode(raw: bytes) -> Any:
+def _decode(raw: bytes | str) -> Any:
+    """The JSON value of an answer or frame (an object, or null). The Host's answers
+    are parsed directly: CPython's decoder refuses runaway nesting with RecursionError,
+    which is caught here, so the server's pre-parse depth scan is not paid twice."""
     if len(raw) > MAX_ANSWER_BYTES:
         raise TransportError(f"the Host's answer exceeds {MAX_ANSWER_BYTES} bytes")
-    if raw.strip() == b"null":
-        return None
     try:
-        return parse_object(raw, max_bytes=MAX_ANSWER_BYTES, max_depth=256)
-    except InvalidRequest as exc:
-        raise TransportError(f"the Host's answer is not a JSON object: {exc}") from exc
+        value = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise TransportError(f"the Host's answer is not JSON: {exc}") from None
+    if value is not None and not isinstance(value, dict):
+        raise TransportError("the Host's answer is not a JSON object")
+    return value
 
 
 _DECODED = FrameCache()
@@ -532,7 +537,7 @@ async def _updates(socket: WebSocket, update_type: Any) -> AsyncGenerator[Any, N
         text = await socket.receive_text()
         if text is None:
             raise TransportError("the Host closed the subscription without an end")
-        frame = _decode(text.encode())
+        frame = _decode(text)
         if not isinstance(frame, dict) or len(frame) != 1:
             raise TransportError("the Host sent a frame that is not one update")
         if "update" in frame:

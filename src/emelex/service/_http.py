@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 import trio
 
-from emelex._errors import EmelexError
+from emelex._errors import EmelexError, LimitExceeded
 from emelex._version import __version__
 from emelex.contracts import (
     WIRE_VERSION,
@@ -100,7 +100,10 @@ def status_of(error: BaseException) -> int:
 
 def error_body(error: BaseException) -> dict[str, Any]:
     if isinstance(error, EmelexError):
-        return {"error": {"type": type(error).__name__, "message": str(error)[:4096]}}
+        detail: dict[str, Any] = {"type": type(error).__name__, "message": str(error)[:4096]}
+        if isinstance(error, LimitExceeded):  # the client rebuilds the same error from these
+            detail |= {"limit": error.limit, "maximum": error.maximum, "actual": error.actual}
+        return {"error": detail}
     return {"error": {"type": "ServiceError", "message": "internal error of the Host"}}
 
 
