@@ -14,7 +14,14 @@ import os
 import pathlib
 import ssl
 import urllib.parse
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Sequence,
+)
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
@@ -78,9 +85,10 @@ from emelex.contracts import (
     to_wire,
 )
 from emelex.service import _errors
-from emelex.service._errors import InvalidRequest, TransportError
+from emelex.service._errors import TransportError
 from emelex.service._frames import MAX_CACHED_TEXT, FrameCache
 from emelex.service._json import dump
+from emelex.service._resource import RESOURCE_TYPE, request_then_resource
 from emelex.service._routes import BY_NAME
 from emelex.service._websocket import WebSocket
 
@@ -198,11 +206,22 @@ class HostClient:
             yield cls(http, open_tcp, authority=parts.netloc, token=token)
 
     # -- the exchange -----------------------------------------------------------------------
-    async def _op(self, name: str, request: Any) -> Any:
+    async def _op(
+        self, name: str, request: Any, resource: bytes | AsyncIterable[bytes] | None = None
+    ) -> Any:
         route = BY_NAME[name]
-        body = dump(to_wire(request))
+        body: bytes | AsyncIterable[bytes] = dump(to_wire(request))
         headers = {"content-type": "application/json", **self._headers}
-        for delay in (*RETRY_DELAYS, None):
+        if resource is not None:
+            headers["content-type"] = RESOURCE_TYPE
+            head = dump(to_wire(request)) + b"\n"
+            if isinstance(resource, bytes):
+                body = head + resource
+            else:
+                body = request_then_resource(head, resource)
+        # A streamed resource cannot be sent twice: its request is tried once.
+        delays = (*RETRY_DELAYS, None) if isinstance(body, bytes) else (None,)
+        for delay in delays:
             try:
                 response = await self._http.post(route.path, content=body, headers=headers)
                 raw = await response.aread()
@@ -345,12 +364,19 @@ class HostClient:
         *,
         operation: str,
         attachments: Sequence[AttachmentMeta] = (),
-        resource: bytes | None = None,
+        resource: bytes | AsyncIterable[bytes] | None = None,
     ) -> ExecuteReceipt:
-        if attachments or resource is not None:
-            raise InvalidRequest("attachments do not travel over the wire transport yet")
-        request = ExecuteRequest(agent=agent, text=text, attachments=(), operation=operation)  # type: ignore[arg-type]
-        result: ExecuteReceipt = await self._op("execute", request)
+        """As :meth:`Host.execute`. A ``bytes`` resource is retried like any request; an
+        async iterable is streamed once (on a transport failure, call again with the
+        same operation and the resource from its start: the Host answers its receipt
+        without reading the resource when it already admitted the task)."""
+        request = ExecuteRequest(
+            agent=agent,  # type: ignore[arg-type]
+            text=text,
+            attachments=tuple(attachments),
+            operation=operation,  # type: ignore[arg-type]
+        )
+        result: ExecuteReceipt = await self._op("execute", request, resource)
         return result
 
     async def execute_result(self, session_id: str, invocation_id: str) -> ExecuteResult | None:

@@ -10,11 +10,12 @@ the static page.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import mimetypes
 import pathlib
 import secrets
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -49,6 +50,7 @@ from emelex.service._errors import (
 )
 from emelex.service._frames import update_frame
 from emelex.service._json import dump, parse_object
+from emelex.service._resource import RESOURCE_TYPE, read_head, rest_of_body
 from emelex.service._route_doc import route_document
 from emelex.service._routes import BY_PATH, Route
 
@@ -187,6 +189,13 @@ class HostApp:
                 raise UnknownRoute(f"no operation at {path}")
             if method != "POST":
                 raise InvalidRequest(f"{path} takes POST, not {method}")
+            if route.resource and _content_type(scope) == RESOURCE_TYPE:
+                limit = self.limits.max_body_bytes
+                head, first, more = await read_head(receive, limit)
+                resource = rest_of_body(first, more, receive)
+                async with contextlib.aclosing(resource):
+                    await _answer(send, 200, await self._run(route, head, resource))
+                return
             raw = await self._body(scope, receive)
             await _answer(send, 200, await self._run(route, raw))
         except Exception as exc:
@@ -215,7 +224,9 @@ class HostApp:
             if not message.get("more_body", False):
                 return b"".join(chunks)
 
-    async def _run(self, route: Route, raw: bytes) -> Any:
+    async def _run(
+        self, route: Route, raw: bytes, resource: AsyncIterator[bytes] | None = None
+    ) -> Any:
         limit = self.limits.max_body_bytes
         if len(raw) > _THREAD_PARSE_BYTES:
             data = await trio.to_thread.run_sync(lambda: parse_object(raw, max_bytes=limit))
@@ -224,7 +235,10 @@ class HostApp:
         request: Any = from_wire(route.request, data)
         if self.draining and route.name in ADMISSIONS:
             raise HostClosed("the Host is draining: it admits no new work")
-        result = await route.call(self.host, request)
+        if route.resource:
+            result = await route.call(self.host, request, resource)
+        else:
+            result = await route.call(self.host, request)
         return None if result is None else to_wire(result)
 
     async def _static(self, path: str, method: str, send: Send) -> None:
@@ -357,6 +371,13 @@ class _Socket:
         if not self._closed:
             await self.send(value)
             await self.close(code)
+
+
+def _content_type(scope: Scope) -> str:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-type":
+            return bytes(value).split(b";")[0].strip().decode("latin-1").lower()
+    return ""
 
 
 async def _answer(send: Send, status: int, value: Any) -> None:
