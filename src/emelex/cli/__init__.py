@@ -170,6 +170,10 @@ def _parser() -> argparse.ArgumentParser:
     from emelex.cli._host_args import add_host_arguments  # issue 15: sessions on a Host
 
     add_host_arguments(commands, run, chat, sessions)
+
+    from emelex.cli._serve import add_serve_parser
+
+    add_serve_parser(commands)
     return parser
 
 
@@ -261,6 +265,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from emelex.cli._agents import agents_command
 
             return agents_command(args)
+        if args.command == "serve":
+            from emelex.cli._serve import serve_command
+
+            return serve_command(args)
         from emelex.cli._supervise import supervise_command
 
         return trio.run(supervise_command, args)

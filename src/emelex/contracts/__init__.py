@@ -132,6 +132,13 @@ from emelex.contracts._sessions import (
     SessionInfo,
     SessionState,
 )
+from emelex.contracts._transport import (
+    ExecuteResultRequest,
+    ListSessionsRequest,
+    QueueRequest,
+    ReadRowRequest,
+    SessionList,
+)
 from emelex.contracts._version import WIRE_VERSION
 from emelex.contracts._watch import (
     InteractionsChanged,
@@ -216,6 +223,7 @@ __all__ = [
     "ExecuteReceipt",
     "ExecuteRequest",
     "ExecuteResult",
+    "ExecuteResultRequest",
     "ExecuteStatus",
     "ForkReceipt",
     "ForkReceiptRequest",
@@ -234,6 +242,7 @@ __all__ = [
     "InteractionState",
     "InteractionsChanged",
     "InvocationId",
+    "ListSessionsRequest",
     "ModelConfig",
     "OperationKind",
     "OperationReceipt",
@@ -245,12 +254,14 @@ __all__ = [
     "ProblemCode",
     "QueueChanged",
     "QueueEntry",
+    "QueueRequest",
     "QueueSnapshot",
     "QueueState",
     "RequestState",
     "Resolution",
     "ResolutionOutcome",
     "ResolvedBy",
+    "ReadRowRequest",
     "RespondReceipt",
     "RespondRequest",
     "Role",
@@ -266,6 +277,7 @@ __all__ = [
     "SendRequest",
     "SessionId",
     "SessionInfo",
+    "SessionList",
     "SessionState",
     "StartWorkerRequest",
     "StopOutcome",

@@ -1,10 +1,12 @@
 """The agent service: the persisted Host that clients drive through the wire contracts.
 
 :class:`Host` owns the store and the engine; every mutation carries an operation reference
-and returns a durable receipt. :mod:`emelex.service.search` holds the pure search matcher
-the Host uses. Keep this module free of eager engine imports: ``emelex.service.search``
-must stay importable without Trio (``tests/service/test_search_module.py`` checks it), so
-the Host's names load on first use.
+and returns a durable receipt. :class:`HostClient` reaches a Host that ``emelex serve``
+runs, over its Unix socket or TCP, with the same methods.
+:mod:`emelex.service.search` holds the pure search matcher the Host uses. Keep this
+module free of eager engine imports: ``emelex.service.search`` must stay importable
+without Trio (``tests/service/test_search_module.py`` checks it), so the Host's names
+load on first use.
 """
 
 from __future__ import annotations
@@ -12,17 +14,24 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from emelex.service._client import HostClient
     from emelex.service._errors import (
         AttachmentError,
         ForkRefused,
         HostClosed,
+        HostLocked,
         InteractionSettled,
+        InvalidRequest,
         OperationConflict,
         QueueFull,
+        RequestTooLarge,
         ServiceError,
+        TransportError,
+        Unauthorized,
         UnknownAgent,
         UnknownInteraction,
         UnknownInvocation,
+        UnknownRoute,
         UnknownSession,
     )
     from emelex.service._host import Host
@@ -40,20 +49,34 @@ _LAZY = {
     "UnknownInteraction": "emelex.service._errors",
     "UnknownInvocation": "emelex.service._errors",
     "UnknownSession": "emelex.service._errors",
+    "HostClient": "emelex.service._client",
+    "HostLocked": "emelex.service._errors",
+    "InvalidRequest": "emelex.service._errors",
+    "RequestTooLarge": "emelex.service._errors",
+    "TransportError": "emelex.service._errors",
+    "Unauthorized": "emelex.service._errors",
+    "UnknownRoute": "emelex.service._errors",
 }
 
 __all__ = [
     "AttachmentError",
     "ForkRefused",
     "Host",
+    "HostClient",
     "HostClosed",
+    "HostLocked",
     "InteractionSettled",
+    "InvalidRequest",
     "OperationConflict",
     "QueueFull",
+    "RequestTooLarge",
     "ServiceError",
+    "TransportError",
+    "Unauthorized",
     "UnknownAgent",
     "UnknownInteraction",
     "UnknownInvocation",
+    "UnknownRoute",
     "UnknownSession",
 ]
 

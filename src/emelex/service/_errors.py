@@ -50,3 +50,33 @@ class ForkRefused(ServiceError):
 class AttachmentError(ServiceError):
     """The attachments resource does not match its metadata (a size, a digest, a
     duplicate name, the total) or is larger than the Host accepts."""
+
+
+# -- the wire transport (issue 15: emelex serve, HostClient) --------------------------
+class TransportError(ServiceError):
+    """The Host could not be reached, or the exchange broke the wire protocol."""
+
+
+class Unauthorized(TransportError):
+    """The request carried no bearer token, or a wrong one."""
+
+
+class InvalidRequest(TransportError):
+    """The request is not one JSON object of the operation's contract (bad JSON, nested
+    too deep, the wrong shape or an unexpected WebSocket frame)."""
+
+
+class RequestTooLarge(TransportError):
+    """The request body or WebSocket message exceeds the Host's bound."""
+
+
+class UnknownRoute(TransportError):
+    """No operation or subscription of the Host has that name."""
+
+
+class HostLocked(ServiceError):
+    """Another running Host already serves this root (the lock file names its pid)."""
+
+
+class ServeError(TransportError):
+    """``emelex serve`` cannot start as configured (address, TLS, permissions)."""

@@ -1,0 +1,518 @@
+"""``HostClient``: the Host's operations over the wire, with the in-process Host's methods.
+
+Requests go through httpx (over the Host's Unix socket, or TCP with a bearer token);
+subscriptions open a WebSocket (``_websocket``). Errors the Host answers come back as
+the same emelex error classes the in-process Host raises. A request that fails in
+transit is retried with the identical body, so a mutation keeps its operation reference
+and the Host answers the retry with the original receipt.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import ssl
+import urllib.parse
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Final
+
+import httpx
+import trio
+
+from emelex._errors import EmelexError, LimitExceeded
+from emelex.contracts import (
+    AgentWorker,
+    AttachmentMeta,
+    ContextReport,
+    ContextRequest,
+    ContractError,
+    ContractLimitExceeded,
+    CreateSessionReceipt,
+    CreateSessionRequest,
+    DiagnosticsPage,
+    DiagnosticsRequest,
+    DiagnosticsRevision,
+    ExecuteReceipt,
+    ExecuteRequest,
+    ExecuteResult,
+    ExecuteResultRequest,
+    ForkReceipt,
+    ForkReceiptRequest,
+    ForkRequest,
+    ForkWorker,
+    Hello,
+    HistoryPage,
+    HistoryPageRequest,
+    HistoryRow,
+    Interaction,
+    InteractionRequest,
+    InteractionResponse,
+    ListSessionsRequest,
+    PendingInteractions,
+    PendingInteractionsRequest,
+    Position,
+    QueueRequest,
+    QueueSnapshot,
+    ReadRowRequest,
+    RespondReceipt,
+    RespondRequest,
+    SearchPage,
+    SearchRequest,
+    SendReceipt,
+    SendRequest,
+    SessionInfo,
+    SessionList,
+    StartWorkerRequest,
+    StopReceipt,
+    StopRequest,
+    WatchDiagnosticsRequest,
+    WatchEnded,
+    WatchRequest,
+    WatchUpdate,
+    WorkerReceipt,
+    WorkHubRequest,
+    WorkHubSnapshot,
+    from_wire,
+    to_wire,
+)
+from emelex.service import _errors
+from emelex.service._errors import InvalidRequest, TransportError
+from emelex.service._json import dump, parse_object
+from emelex.service._routes import BY_NAME
+from emelex.service._websocket import WebSocket
+
+#: Where a root's Host listens, relative to the root.
+SOCKET_NAME: Final = ".emelex/host.sock"
+#: The largest answer or update the client accepts (a history page of 500 long rows fits).
+MAX_ANSWER_BYTES: Final = 256 * 1024 * 1024
+#: The Host scans a fixed page of rows per search call; the field only satisfies the contract.
+_SEARCH_LIMIT: Final = 200
+#: Delays before each retry of a request that failed in transit.
+RETRY_DELAYS: Final = (0.05, 0.2, 1.0)
+
+_ERROR_CLASSES: Final[dict[str, type[EmelexError]]] = {
+    "ContractError": ContractError,
+    "ContractLimitExceeded": ContractLimitExceeded,
+} | {
+    cls.__name__: cls
+    for module in (_errors,)
+    for cls in vars(module).values()
+    if isinstance(cls, type) and issubclass(cls, EmelexError)
+}
+
+
+def rebuild_error(body: Any, status: int) -> EmelexError:
+    """The emelex error an error answer names (``ServiceError`` for an unknown type)."""
+    detail = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(detail, dict) or not isinstance(detail.get("type"), str):
+        return TransportError(f"the Host answered {status} without an error object")
+    message = str(detail.get("message", ""))
+    cls = _ERROR_CLASSES.get(detail["type"], _errors.ServiceError)
+    if issubclass(cls, LimitExceeded):
+        limit, maximum, actual = detail.get("limit"), detail.get("maximum"), detail.get("actual")
+        if isinstance(limit, str) and isinstance(maximum, int):
+            return cls(limit, maximum, actual if isinstance(actual, int) else None)
+        return ContractError(message)
+    return cls(message)
+
+
+class HostClient:
+    """A Host reached over its socket or TCP: the methods of :class:`Host` (each one
+    awaits, ``sessions`` and ``queue`` included). Open with :meth:`connect`."""
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        open_stream: Callable[[], Awaitable[trio.abc.Stream]],
+        *,
+        authority: str,
+        token: str | None,
+    ) -> None:
+        self._http = http
+        self._open_stream = open_stream
+        self._authority = authority
+        self._headers = {} if token is None else {"authorization": f"Bearer {token}"}
+
+    @classmethod
+    @asynccontextmanager
+    async def connect(
+        cls,
+        url: str | None = None,
+        *,
+        root: str | os.PathLike[str] | None = None,
+        token: str | None = None,
+        verify: ssl.SSLContext | bool = True,
+        request_timeout: float = 30.0,
+    ) -> AsyncIterator[HostClient]:
+        """``connect(root=DIR)`` reaches the Host serving ``DIR`` through its Unix socket;
+        ``connect("http://127.0.0.1:8000", token=...)`` (or ``https://``) over TCP.
+        ``request_timeout`` bounds each request's connect, read and write (never a subscription's
+        wait for updates: cancel that from outside)."""
+        if (url is None) == (root is None):
+            raise TypeError("HostClient.connect takes a url or root=, not both")
+        limits = httpx.Timeout(request_timeout)
+        if root is not None:
+            path = str(pathlib.Path(root) / SOCKET_NAME)
+
+            async def open_unix() -> trio.abc.Stream:
+                return await trio.open_unix_socket(path)
+
+            transport = httpx.AsyncHTTPTransport(uds=path, retries=0)
+            http = httpx.AsyncClient(transport=transport, base_url="http://emelex", timeout=limits)
+            async with http:
+                yield cls(http, open_unix, authority="emelex", token=token)
+            return
+        assert url is not None
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL of a Host: {url!r}")
+        hostname = parts.hostname
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        context: ssl.SSLContext | None = None
+        if parts.scheme == "https":
+            context = verify if isinstance(verify, ssl.SSLContext) else ssl.create_default_context()
+            if verify is False:
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+
+        async def open_tcp() -> trio.abc.Stream:
+            stream: trio.abc.Stream = await trio.open_tcp_stream(hostname, port)
+            if context is not None:
+                tls = trio.SSLStream(stream, context, server_hostname=hostname)
+                await tls.do_handshake()
+                stream = tls
+            return stream
+
+        base = f"{parts.scheme}://{parts.netloc}"
+        http = httpx.AsyncClient(
+            base_url=base, timeout=limits, verify=context if context is not None else True
+        )
+        async with http:
+            yield cls(http, open_tcp, authority=parts.netloc, token=token)
+
+    # -- the exchange -----------------------------------------------------------------------
+    async def _op(self, name: str, request: Any) -> Any:
+        route = BY_NAME[name]
+        body = dump(to_wire(request))
+        headers = {"content-type": "application/json", **self._headers}
+        for delay in (*RETRY_DELAYS, None):
+            try:
+                response = await self._http.post(route.path, content=body, headers=headers)
+                raw = await response.aread()
+                break
+            except httpx.TransportError as exc:
+                # The same body again: a mutation's operation reference makes the Host
+                # answer a retry with its original receipt, never apply it twice.
+                if delay is None:
+                    raise TransportError(f"cannot reach the Host: {exc}") from exc
+                await trio.sleep(delay)
+        value = _decode(raw)
+        if response.status_code != 200:
+            raise rebuild_error(value, response.status_code)
+        if value is None and route.nullable:
+            return None
+        return from_wire(route.result, value)
+
+    @asynccontextmanager
+    async def _subscribe(self, name: str, request: Any) -> AsyncIterator[AsyncIterator[Any]]:
+        route = BY_NAME[name]
+        stream = await self._connect_stream()
+        headers = [(k.encode(), v.encode()) for k, v in self._headers.items()]
+        socket = await WebSocket.open(
+            stream,
+            host=self._authority,
+            target=route.path,
+            headers=headers,
+            max_message=MAX_ANSWER_BYTES,
+        )
+        updates = _updates(socket, route.result)
+        try:
+            await socket.send_text(dump(to_wire(request)).decode())
+            yield updates
+        finally:
+            await updates.aclose()
+            await socket.aclose()
+
+    async def _connect_stream(self) -> trio.abc.Stream:
+        for delay in (*RETRY_DELAYS, None):
+            try:
+                return await self._open_stream()
+            except OSError as exc:
+                if delay is None:
+                    raise TransportError(f"cannot reach the Host: {exc}") from exc
+                await trio.sleep(delay)
+        raise AssertionError("unreachable")
+
+    # -- discovery ---------------------------------------------------------------------------
+    async def hello(self) -> Hello:
+        """The Host's wire version and software."""
+        return from_wire(Hello, await self._get("/v1/hello"))
+
+    async def routes(self) -> dict[str, Any]:
+        """The OpenAPI-style document of the Host's routes."""
+        value: dict[str, Any] = await self._get("/v1/routes")
+        return value
+
+    async def _get(self, path: str) -> Any:
+        try:
+            response = await self._http.get(path, headers=self._headers)
+            raw = await response.aread()
+        except httpx.TransportError as exc:
+            raise TransportError(f"cannot reach the Host: {exc}") from exc
+        value = _decode(raw)
+        if response.status_code != 200:
+            raise rebuild_error(value, response.status_code)
+        return value
+
+    # -- the Host's operations ------------------------------------------------------------
+    async def create_session(
+        self,
+        agent: str,
+        workspace: str | os.PathLike[str],
+        *,
+        operation: str,
+        title: str | None = None,
+    ) -> CreateSessionReceipt:
+        request = CreateSessionRequest(
+            agent=agent,  # type: ignore[arg-type]
+            workspace=os.fspath(workspace),
+            title=title,
+            operation=operation,  # type: ignore[arg-type]
+        )
+        result: CreateSessionReceipt = await self._op("createSession", request)
+        return result
+
+    async def sessions(self) -> tuple[SessionInfo, ...]:
+        result: SessionList = await self._op("listSessions", ListSessionsRequest())
+        return result.sessions
+
+    async def send(self, session_id: str, text: str, *, operation: str) -> SendReceipt:
+        request = SendRequest(session_id=session_id, text=text, operation=operation)  # type: ignore[arg-type]
+        result: SendReceipt = await self._op("send", request)
+        return result
+
+    async def stop(self, session_id: str, invocation_id: str, *, operation: str) -> StopReceipt:
+        request = StopRequest(
+            session_id=session_id,  # type: ignore[arg-type]
+            invocation_id=invocation_id,  # type: ignore[arg-type]
+            operation=operation,  # type: ignore[arg-type]
+        )
+        result: StopReceipt = await self._op("stop", request)
+        return result
+
+    async def queue(self, session_id: str) -> QueueSnapshot:
+        result: QueueSnapshot = await self._op("queue", QueueRequest(session_id=session_id))  # type: ignore[arg-type]
+        return result
+
+    async def pending_interactions(self, session_id: str) -> PendingInteractions:
+        request = PendingInteractionsRequest(session_id=session_id)  # type: ignore[arg-type]
+        result: PendingInteractions = await self._op("pendingInteractions", request)
+        return result
+
+    async def interaction(self, session_id: str, interaction_id: str) -> Interaction:
+        request = InteractionRequest(session_id=session_id, interaction_id=interaction_id)  # type: ignore[arg-type]
+        result: Interaction = await self._op("interaction", request)
+        return result
+
+    async def respond(
+        self,
+        session_id: str,
+        interaction_id: str,
+        response: InteractionResponse,
+        *,
+        operation: str,
+    ) -> RespondReceipt:
+        request = RespondRequest(
+            session_id=session_id,  # type: ignore[arg-type]
+            interaction_id=interaction_id,  # type: ignore[arg-type]
+            response=response,
+            operation=operation,  # type: ignore[arg-type]
+        )
+        result: RespondReceipt = await self._op("respond", request)
+        return result
+
+    async def execute(
+        self,
+        agent: str,
+        text: str,
+        *,
+        operation: str,
+        attachments: Sequence[AttachmentMeta] = (),
+        resource: bytes | None = None,
+    ) -> ExecuteReceipt:
+        if attachments or resource is not None:
+            raise InvalidRequest("attachments do not travel over the wire transport yet")
+        request = ExecuteRequest(agent=agent, text=text, attachments=(), operation=operation)  # type: ignore[arg-type]
+        result: ExecuteReceipt = await self._op("execute", request)
+        return result
+
+    async def execute_result(self, session_id: str, invocation_id: str) -> ExecuteResult | None:
+        request = ExecuteResultRequest(session_id=session_id, invocation_id=invocation_id)  # type: ignore[arg-type]
+        result: ExecuteResult | None = await self._op("executeResult", request)
+        return result
+
+    async def start_worker(
+        self,
+        coordinator_id: str,
+        origin: ForkWorker | AgentWorker,
+        task: str,
+        *,
+        operation: str,
+        tools: Sequence[str] | None = None,
+    ) -> WorkerReceipt:
+        request = StartWorkerRequest(
+            coordinator_id=coordinator_id,  # type: ignore[arg-type]
+            origin=origin,
+            task=task,
+            tools=None if tools is None else tuple(tools),
+            operation=operation,  # type: ignore[arg-type]
+        )
+        result: WorkerReceipt = await self._op("startWorker", request)
+        return result
+
+    async def workers(self, coordinator_id: str) -> WorkHubSnapshot:
+        request = WorkHubRequest(coordinator_id=coordinator_id)  # type: ignore[arg-type]
+        result: WorkHubSnapshot = await self._op("workers", request)
+        return result
+
+    async def diagnostics(
+        self,
+        session_id: str,
+        *,
+        through: int | None = None,
+        before: int | None = None,
+        limit: int = 100,
+    ) -> DiagnosticsPage:
+        request = DiagnosticsRequest(
+            session_id=session_id,  # type: ignore[arg-type]
+            through=through,
+            before=before,
+            limit=limit,
+        )
+        result: DiagnosticsPage = await self._op("diagnostics", request)
+        return result
+
+    @asynccontextmanager
+    async def watch_diagnostics(
+        self, session_id: str
+    ) -> AsyncIterator[AsyncIterator[DiagnosticsRevision]]:
+        request = WatchDiagnosticsRequest(session_id=session_id)  # type: ignore[arg-type]
+        async with self._subscribe("watchDiagnostics", request) as updates:
+            yield updates
+
+    async def fork(
+        self,
+        session_id: str,
+        *,
+        revision: int,
+        operation: str,
+        turn_id: str | None = None,
+        tools: Sequence[str] | None = None,
+        title: str | None = None,
+    ) -> ForkReceipt:
+        request = ForkRequest(
+            session_id=session_id,  # type: ignore[arg-type]
+            turn_id=turn_id,  # type: ignore[arg-type]
+            revision=revision,
+            tools=None if tools is None else tuple(tools),
+            title=title,
+            operation=operation,  # type: ignore[arg-type]
+        )
+        result: ForkReceipt = await self._op("fork", request)
+        return result
+
+    async def fork_receipt(self, session_id: str, *, operation: str) -> ForkReceipt | None:
+        request = ForkReceiptRequest(session_id=session_id, operation=operation)  # type: ignore[arg-type]
+        result: ForkReceipt | None = await self._op("forkReceipt", request)
+        return result
+
+    async def history(
+        self,
+        session_id: str,
+        *,
+        through: int | None = None,
+        after: Position | None = None,
+        limit: int = 100,
+    ) -> HistoryPage:
+        request = HistoryPageRequest(
+            session_id=session_id,  # type: ignore[arg-type]
+            through=through,
+            after=after,
+            limit=limit,
+        )
+        result: HistoryPage = await self._op("history", request)
+        return result
+
+    async def read_row(
+        self, session_id: str, position: Position, *, through: int | None = None
+    ) -> HistoryRow | None:
+        request = ReadRowRequest(session_id=session_id, position=position, through=through)  # type: ignore[arg-type]
+        result: HistoryRow | None = await self._op("readRow", request)
+        return result
+
+    async def search(
+        self,
+        session_id: str,
+        query: str,
+        *,
+        case_sensitive: bool = False,
+        whole_word: bool = False,
+        through: int | None = None,
+        after: Position | None = None,
+    ) -> SearchPage:
+        request = SearchRequest(
+            session_id=session_id,  # type: ignore[arg-type]
+            query=query,
+            case_sensitive=case_sensitive,
+            whole_word=whole_word,
+            through=through,
+            after=after,
+            limit=_SEARCH_LIMIT,
+        )
+        result: SearchPage = await self._op("search", request)
+        return result
+
+    @asynccontextmanager
+    async def watch(
+        self, session_id: str, *, after: Position | None = None
+    ) -> AsyncIterator[AsyncIterator[WatchUpdate]]:
+        request = WatchRequest(session_id=session_id, after=after)  # type: ignore[arg-type]
+        async with self._subscribe("watch", request) as updates:
+            yield updates
+
+    async def context(self, session_id: str, *, through: int | None = None) -> ContextReport:
+        request = ContextRequest(session_id=session_id, through=through)  # type: ignore[arg-type]
+        result: ContextReport = await self._op("context", request)
+        return result
+
+
+def _decode(raw: bytes) -> Any:
+    if len(raw) > MAX_ANSWER_BYTES:
+        raise TransportError(f"the Host's answer exceeds {MAX_ANSWER_BYTES} bytes")
+    if raw.strip() == b"null":
+        return None
+    try:
+        return parse_object(raw, max_bytes=MAX_ANSWER_BYTES, max_depth=256)
+    except InvalidRequest as exc:
+        raise TransportError(f"the Host's answer is not a JSON object: {exc}") from exc
+
+
+async def _updates(socket: WebSocket, update_type: Any) -> AsyncGenerator[Any, None]:
+    while True:
+        text = await socket.receive_text()
+        if text is None:
+            raise TransportError("the Host closed the subscription without an end")
+        frame = _decode(text.encode())
+        if not isinstance(frame, dict) or len(frame) != 1:
+            raise TransportError("the Host sent a frame that is not one update")
+        if "update" in frame:
+            yield from_wire(update_type, frame["update"])
+        elif "end" in frame:
+            if frame["end"] is not None:
+                yield from_wire(WatchEnded, frame["end"])
+            return
+        elif "error" in frame:
+            raise rebuild_error(frame, 0)
+        else:
+            raise TransportError(f"the Host sent an unknown frame {sorted(frame)}")

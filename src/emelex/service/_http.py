@@ -1,0 +1,355 @@
+"""The Host as an ASGI application: operations over HTTP, subscriptions over WebSocket.
+
+The mapping is docs/service/protocol.md. Every body is bounded and depth-checked before
+it is parsed, then decoded strictly into the route's request contract; every failure
+is ``{"error": {"type", "message"}}`` with the status of the error's class. One app
+serves one listener: the Unix socket's app has no token (file permissions
+authenticate), a TCP listener's app requires its bearer token on every route except
+the static page.
+"""
+
+from __future__ import annotations
+
+import logging
+import mimetypes
+import pathlib
+import secrets
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import TYPE_CHECKING, Any, Final
+
+import attrs
+import trio
+
+from emelex._errors import EmelexError
+from emelex._version import __version__
+from emelex.contracts import (
+    WIRE_VERSION,
+    ContractError,
+    Hello,
+    WatchEnded,
+    from_wire,
+    to_wire,
+)
+from emelex.service._errors import (
+    AttachmentError,
+    ForkRefused,
+    HostClosed,
+    InteractionSettled,
+    InvalidRequest,
+    OperationConflict,
+    QueueFull,
+    RequestTooLarge,
+    Unauthorized,
+    UnknownAgent,
+    UnknownInteraction,
+    UnknownInvocation,
+    UnknownRoute,
+    UnknownSession,
+)
+from emelex.service._json import dump, parse_object
+from emelex.service._route_doc import route_document
+from emelex.service._routes import BY_PATH, Route
+
+if TYPE_CHECKING:
+    from emelex.service._host import Host
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+_log = logging.getLogger("emelex.service")
+
+#: The package directory of the web page (``GET /`` and ``GET /static/...``).
+STATIC_DIR: Final = pathlib.Path(__file__).with_name("_static")
+#: Bodies above this many bytes are parsed on a worker thread (the loop stays free).
+_THREAD_PARSE_BYTES: Final = 64 * 1024
+#: Operations that admit new work; a draining Host refuses them (503) and serves the rest.
+ADMISSIONS: Final = frozenset({"createSession", "send", "fork", "execute", "startWorker"})
+
+#: The answer status of each error class (the nearest listed base class wins).
+_STATUS: Final[tuple[tuple[type[BaseException], int], ...]] = (
+    (Unauthorized, 401),
+    (RequestTooLarge, 413),
+    (UnknownRoute, 404),
+    (InvalidRequest, 400),
+    (UnknownSession, 404),
+    (UnknownAgent, 404),
+    (UnknownInteraction, 404),
+    (UnknownInvocation, 404),
+    (OperationConflict, 409),
+    (InteractionSettled, 409),
+    (ForkRefused, 409),
+    (QueueFull, 429),
+    (HostClosed, 503),
+    (AttachmentError, 400),
+    (ContractError, 400),
+    (EmelexError, 400),
+)
+
+
+def status_of(error: BaseException) -> int:
+    for cls, status in _STATUS:
+        if isinstance(error, cls):
+            return status
+    return 500
+
+
+def error_body(error: BaseException) -> dict[str, Any]:
+    if isinstance(error, EmelexError):
+        return {"error": {"type": type(error).__name__, "message": str(error)[:4096]}}
+    return {"error": {"type": "ServiceError", "message": "internal error of the Host"}}
+
+
+@attrs.frozen
+class Limits:
+    """What one request may use. ``max_ws_message`` is also hypercorn's frame bound."""
+
+    max_body_bytes: int = 8 * 1024 * 1024
+    max_ws_message: int = 64 * 1024
+
+
+class HostApp:
+    """The ASGI application of one listener of a Host."""
+
+    def __init__(
+        self,
+        host: Host,
+        *,
+        token: str | None,
+        limits: Limits | None = None,
+        static_dir: pathlib.Path = STATIC_DIR,
+    ) -> None:
+        self.host = host
+        self.limits = limits or Limits()
+        self.static_dir = static_dir
+        self.draining = False
+        self._token = None if token is None else token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            await self._http(scope, receive, send)
+        elif kind == "websocket":
+            await self._websocket(scope, receive, send)
+        elif kind == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+
+    # -- authentication -------------------------------------------------------------------
+    def _authorized(self, scope: Scope) -> bool:
+        if self._token is None:
+            return True
+        for name, value in scope.get("headers", ()):
+            if name == b"authorization":
+                scheme, _, given = bytes(value).partition(b" ")
+                return scheme.lower() == b"bearer" and self._check(given.strip())
+        return False
+
+    def _check(self, given: bytes) -> bool:
+        assert self._token is not None
+        return secrets.compare_digest(given, self._token)
+
+    # -- HTTP -------------------------------------------------------------------------------
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path: str = scope["path"]
+        method: str = scope["method"]
+        if not path.startswith("/v1/"):
+            await self._static(path, method, send)
+            return
+        try:
+            if not self._authorized(scope):
+                raise Unauthorized("this Host needs `Authorization: Bearer <token>`")
+            if path == "/v1/hello" and method == "GET":
+                hello = Hello(wire_version=WIRE_VERSION, software=f"emelex {__version__}")
+                await _answer(send, 200, to_wire(hello))
+                return
+            if path == "/v1/routes" and method == "GET":
+                await _answer(send, 200, route_document())
+                return
+            route = BY_PATH.get(path)
+            if route is None or route.kind != "op":
+                raise UnknownRoute(f"no operation at {path}")
+            if method != "POST":
+                raise InvalidRequest(f"{path} takes POST, not {method}")
+            raw = await self._body(scope, receive)
+            await _answer(send, 200, await self._run(route, raw))
+        except Exception as exc:
+            if status_of(exc) == 500:
+                _log.exception("the Host failed a request to %s", path)
+            await _answer(send, status_of(exc), error_body(exc))
+
+    async def _body(self, scope: Scope, receive: Receive) -> bytes:
+        limit = self.limits.max_body_bytes
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length" and value.isdigit() and int(value) > limit:
+                raise RequestTooLarge(
+                    f"the body holds {int(value)} bytes; the Host accepts {limit}"
+                )
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise InvalidRequest("the client left before sending its body")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:  # a streamed body is refused as soon as it passes the bound
+                raise RequestTooLarge(f"the body exceeds the {limit} bytes the Host accepts")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    async def _run(self, route: Route, raw: bytes) -> Any:
+        limit = self.limits.max_body_bytes
+        if len(raw) > _THREAD_PARSE_BYTES:
+            data = await trio.to_thread.run_sync(lambda: parse_object(raw, max_bytes=limit))
+        else:
+            data = parse_object(raw, max_bytes=limit)
+        request: Any = from_wire(route.request, data)
+        if self.draining and route.name in ADMISSIONS:
+            raise HostClosed("the Host is draining: it admits no new work")
+        result = await route.call(self.host, request)
+        return None if result is None else to_wire(result)
+
+    async def _static(self, path: str, method: str, send: Send) -> None:
+        if method not in ("GET", "HEAD"):
+            await _answer(send, 404, error_body(UnknownRoute(f"no page at {path}")))
+            return
+        relative = "index.html" if path == "/" else path.removeprefix("/static/")
+        root = self.static_dir.resolve()
+        target = (root / relative).resolve()
+        found = (
+            (path == "/" or path.startswith("/static/"))
+            and target.is_relative_to(root)
+            and await trio.Path(target).is_file()
+        )
+        if not found:
+            await _answer(send, 404, error_body(UnknownRoute(f"no page at {path}")))
+            return
+        body = await trio.Path(target).read_bytes()
+        kind = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+        if kind.startswith("text/") or kind.endswith(("javascript", "json")):
+            kind += "; charset=utf-8"
+        headers = [
+            (b"content-type", kind.encode()),
+            (b"content-length", str(len(body)).encode()),
+            (b"x-content-type-options", b"nosniff"),
+            (b"content-security-policy", b"default-src 'self'; frame-ancestors 'none'"),
+            (b"cache-control", b"no-cache"),
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body})
+
+    # -- WebSocket --------------------------------------------------------------------------
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (await receive())["type"] != "websocket.connect":
+            return
+        await send({"type": "websocket.accept"})
+        socket = _Socket(receive, send, self.limits.max_ws_message)
+        try:
+            route = BY_PATH.get(scope["path"])
+            authorized = self._authorized(scope)
+            first = await socket.receive_object()
+            if not authorized:
+                given = first.get("token")
+                if set(first) != {"token"} or not isinstance(given, str):
+                    raise Unauthorized("send the bearer token (header or first frame)")
+                if not self._check(given.encode()):
+                    raise Unauthorized("wrong bearer token")
+                first = await socket.receive_object()
+            if route is None or route.kind != "sub":
+                raise UnknownRoute(f"no subscription at {scope['path']}")
+            request: Any = from_wire(route.request, first)
+            await self._stream(route, request, socket)
+        except _Gone:
+            return
+        except Exception as exc:
+            if status_of(exc) == 500:
+                _log.exception("the Host failed a subscription to %s", scope["path"])
+            await socket.finish(error_body(exc), code=1008)
+
+    async def _stream(self, route: Route, request: Any, socket: _Socket) -> None:
+        async with trio.open_nursery() as nursery:
+            # The client sends nothing after its request: a frame is a protocol error and
+            # a close ends the subscription (the reader cancels the stream).
+            failure: list[BaseException] = []
+            nursery.start_soon(socket.watch_peer, nursery.cancel_scope, failure)
+            async with route.call(self.host, request) as updates:
+                async for update in updates:
+                    if isinstance(update, WatchEnded):
+                        await socket.send({"end": to_wire(update)})
+                        break
+                    await socket.send({"update": to_wire(update)})
+                else:
+                    await socket.send({"end": None})
+            nursery.cancel_scope.cancel()
+        if failure:
+            raise failure[0]
+        await socket.close(1000)
+
+
+class _Gone(Exception):
+    """The WebSocket peer left."""
+
+
+class _Socket:
+    """The server side of one subscription's WebSocket, bounded and backpressured."""
+
+    def __init__(self, receive: Receive, send: Send, max_message: int) -> None:
+        self._receive = receive
+        self._send = send
+        self._max = max_message
+        self._closed = False
+
+    async def receive_object(self) -> dict[str, Any]:
+        message = await self._receive()
+        if message["type"] == "websocket.disconnect":
+            self._closed = True
+            raise _Gone
+        text = message.get("text")
+        if text is None:
+            raise InvalidRequest("frames are JSON text, not binary")
+        raw = text.encode()
+        return parse_object(raw, max_bytes=self._max)
+
+    async def watch_peer(self, scope: trio.CancelScope, failure: list[BaseException]) -> None:
+        message = await self._receive()
+        if message["type"] == "websocket.disconnect":
+            self._closed = True
+        else:
+            failure.append(InvalidRequest("a subscription takes one request frame"))
+        scope.cancel()
+
+    async def send(self, value: Any) -> None:
+        # Awaited: a slow reader slows only this subscription (the Host's bounded buffer
+        # for it then fills and it ends `lagged`).
+        if self._closed:
+            raise _Gone
+        await self._send({"type": "websocket.send", "text": dump(value).decode()})
+
+    async def close(self, code: int) -> None:
+        if not self._closed:
+            self._closed = True
+            await self._send({"type": "websocket.close", "code": code})
+
+    async def finish(self, value: Any, *, code: int) -> None:
+        if not self._closed:
+            await self.send(value)
+            await self.close(code)
+
+
+async def _answer(send: Send, status: int, value: Any) -> None:
+    body = dump(value)
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"cache-control", b"no-store"),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,48 @@
+"""Bounded JSON decoding for the transport: size and nesting are checked before parsing.
+
+``json.loads`` recurses once per nesting level, so a body of 100,000 ``[`` would raise
+``RecursionError`` deep inside the parser; the depth is measured first, on the raw
+bytes, with string contents (where brackets mean nothing) removed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from typing import Any, Final
+
+from emelex.service._errors import InvalidRequest, RequestTooLarge
+
+#: The deepest nesting of arrays and objects a request may use.
+MAX_JSON_DEPTH: Final = 64
+
+_STRING: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET: Final = bytes(b for b in range(256) if b not in b"[]{}")
+_STEP: Final = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+
+
+def json_depth(raw: bytes) -> int:
+    """The deepest bracket nesting of ``raw`` (brackets inside strings do not count)."""
+    brackets = _STRING.sub(b'""', raw).translate(None, _NOT_BRACKET)
+    return max(itertools.accumulate(_STEP[b] for b in brackets), default=0)
+
+
+def parse_object(raw: bytes, *, max_bytes: int, max_depth: int = MAX_JSON_DEPTH) -> dict[str, Any]:
+    """The JSON object ``raw`` holds; typed errors for anything else."""
+    if len(raw) > max_bytes:
+        raise RequestTooLarge(f"the body holds {len(raw)} bytes; the Host accepts {max_bytes}")
+    if json_depth(raw) > max_depth:
+        raise InvalidRequest(f"the JSON nests deeper than {max_depth} levels")
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise InvalidRequest(f"the body is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise InvalidRequest("the body must be one JSON object")
+    return value
+
+
+def dump(value: Any) -> bytes:
+    """Compact UTF-8 JSON (the wire never needs ASCII escapes)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()

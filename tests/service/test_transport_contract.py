@@ -1,0 +1,220 @@
+"""The Host's operations behave alike in process, over the Unix socket and over TCP.
+
+Each test runs three times (``open_host``, tests/service/conftest.py): errors arrive as
+the same classes, receipts and pages as the same values, watches as the same updates.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from emelex.contracts import (
+    ApproveResponse,
+    DenyResponse,
+    InteractionsChanged,
+    QueueChanged,
+    RowsPublished,
+    WatchEnded,
+    WatchUpdate,
+)
+from emelex.service import (
+    ForkRefused,
+    InteractionSettled,
+    OperationConflict,
+    UnknownAgent,
+    UnknownInteraction,
+    UnknownInvocation,
+    UnknownSession,
+)
+from emelex.testing import Call, Fail, Say
+from tests.service.conftest import OpenHost, resolved
+from tests.service.test_host import NOTES, agent
+
+
+async def until_idle(host: Any, session_id: str) -> list[WatchUpdate]:
+    seen: list[WatchUpdate] = []
+    with trio.fail_after(30):
+        while True:
+            async with host.watch(session_id) as updates:
+                async for update in updates:
+                    seen.append(update)
+                    if isinstance(update, QueueChanged) and not update.queue.entries:
+                        return seen
+                    if isinstance(update, WatchEnded) and update.reason != "lagged":
+                        raise AssertionError(f"the watch ended: {update}")
+
+
+async def until_pending(host: Any, session_id: str) -> str:
+    with trio.fail_after(30):
+        async with host.watch(session_id) as updates:
+            async for update in updates:
+                if isinstance(update, InteractionsChanged) and update.pending:
+                    return update.pending[0].id
+    raise AssertionError("no interaction arrived")
+
+
+async def test_sessions_send_history_and_stop(tmp_path: Path, open_host: OpenHost) -> None:
+    async with open_host(tmp_path / "root", agents={"helper": agent([Say("hello back")])}) as host:
+        created = await host.create_session("helper", tmp_path, operation="c")
+        assert await host.create_session("helper", tmp_path, operation="c") == created
+        with pytest.raises(OperationConflict):
+            await host.create_session("helper", tmp_path, operation="c", title="other")
+        with pytest.raises(UnknownAgent):
+            await host.create_session("nobody", tmp_path, operation="c2")
+        session = created.session
+        assert [s.id for s in await resolved(host.sessions())] == [session.id]
+        sent = await host.send(session.id, "hello", operation="send-1")
+        assert await host.send(session.id, "hello", operation="send-1") == sent
+        with pytest.raises(OperationConflict):
+            await host.send(session.id, "something else", operation="send-1")
+        await until_idle(host, session.id)
+        bodies: list[str] = []
+        with trio.fail_after(30):
+            async with host.watch(session.id) as updates:  # catches up from the store
+                async for update in updates:
+                    if isinstance(update, RowsPublished):
+                        bodies.extend(r.body for r in update.rows)
+                        if bodies[-1] == "hello back":
+                            break
+        assert bodies == ["hello", "hello back"]
+        page = await host.history(session.id, limit=1)
+        assert [r.role for r in page.rows] == ["user"] and page.next_after is not None
+        rest = await host.history(session.id, through=page.through, after=page.next_after)
+        assert [(r.role, r.body) for r in rest.rows] == [("assistant", "hello back")]
+        assert await host.read_row(session.id, rest.rows[0].position) == rest.rows[0]
+        stop = await host.stop(session.id, sent.invocation_id, operation="stop-1")
+        assert stop.outcome == "alreadyFinished"
+        assert await host.stop(session.id, sent.invocation_id, operation="stop-1") == stop
+        with pytest.raises(UnknownInvocation):
+            await host.stop(session.id, "never-sent", operation="stop-2")
+        with pytest.raises(UnknownSession):
+            await host.history("s-missing")
+        assert (await resolved(host.queue(session.id))).entries == ()
+        context = await host.context(session.id)
+        assert context.session_id == session.id and context.request is not None
+
+
+async def test_approvals_are_answered_once(tmp_path: Path, open_host: OpenHost) -> None:
+    NOTES.clear()
+    rounds = agent([Call("note", {"text": "milk"})], [Say("done")])
+    async with open_host(tmp_path / "root", agents={"helper": rounds}) as host:
+        session = (await host.create_session("helper", tmp_path, operation="c")).session
+        await host.send(session.id, "note milk", operation="s1")
+        interaction_id = await until_pending(host, session.id)
+        (interaction,) = (await host.pending_interactions(session.id)).interactions
+        assert interaction.tool_call.arguments == {"text": "milk"}
+        assert await host.interaction(session.id, interaction_id) == interaction
+        answer = await host.respond(session.id, interaction_id, ApproveResponse(), operation="a1")
+        assert answer.interaction.resolution is not None
+        assert answer.interaction.resolution.outcome == "approved"
+        retried = await host.respond(session.id, interaction_id, ApproveResponse(), operation="a1")
+        assert retried == answer
+        with pytest.raises(InteractionSettled):
+            await host.respond(
+                session.id, interaction_id, DenyResponse(reason="no"), operation="a2"
+            )
+        with pytest.raises(UnknownInteraction):
+            await host.interaction(session.id, "i-missing")
+        await until_idle(host, session.id)
+        assert NOTES == ["milk"]
+        rows = (await host.history(session.id)).rows
+        assert [r.role for r in rows] == ["user", "assistant", "tool", "assistant"]
+
+
+async def test_stop_settles_a_waiting_turn(tmp_path: Path, open_host: OpenHost) -> None:
+    NOTES.clear()
+    rounds = agent([Call("note", {"text": "never"})], [Say("second")])
+    async with open_host(tmp_path / "root", agents={"helper": rounds}) as host:
+        session = (await host.create_session("helper", tmp_path, operation="c")).session
+        first = await host.send(session.id, "one", operation="s1")
+        second = await host.send(session.id, "two", operation="s2")
+        interaction_id = await until_pending(host, session.id)
+        queue = await resolved(host.queue(session.id))
+        assert [e.operation for e in queue.entries] == ["s1", "s2"]
+        queued = await host.stop(session.id, second.invocation_id, operation="x2")
+        assert queued.outcome == "removedFromQueue"
+        running = await host.stop(session.id, first.invocation_id, operation="x1")
+        assert running.outcome == "stopping"
+        await until_idle(host, session.id)
+        interaction = await host.interaction(session.id, interaction_id)
+        assert interaction.resolution is not None
+        assert interaction.resolution.outcome == "interrupted"
+        assert NOTES == []
+
+
+async def test_search_names_the_original_field(tmp_path: Path, open_host: OpenHost) -> None:
+    rounds = agent([Say("The Straße is long; strasse too.")])
+    async with open_host(tmp_path / "root", agents={"helper": rounds}) as host:
+        session = (await host.create_session("helper", tmp_path, operation="c")).session
+        await host.send(session.id, "Which STRASSE?", operation="s1")
+        await until_idle(host, session.id)
+        page = await host.search(session.id, "strasse")
+        user, answer = (await host.history(session.id)).rows
+        assert [(h.position, h.field, h.start, h.end) for h in page.hits] == [
+            (user.position, "body", 6, 13),
+            (answer.position, "body", 20, 27),
+        ]
+        exact = await host.search(session.id, "strasse", case_sensitive=True)
+        assert [(h.start, h.end) for h in exact.hits] == [(20, 27)]
+        assert (await host.search(session.id, "stra", whole_word=True)).hits == ()
+
+
+async def test_fork_and_its_receipt(tmp_path: Path, open_host: OpenHost) -> None:
+    rounds = agent([Say("first answer")], [Say("fork answer")])
+    async with open_host(tmp_path / "root", agents={"helper": rounds}) as host:
+        source = (await host.create_session("helper", tmp_path, operation="c")).session
+        await host.send(source.id, "one", operation="s1")
+        await until_idle(host, source.id)
+        revision = (await host.history(source.id)).through
+        fork = await host.fork(source.id, revision=revision, operation="f1", tools=[])
+        assert await host.fork(source.id, revision=revision, operation="f1", tools=[]) == fork
+        assert await host.fork_receipt(source.id, operation="f1") == fork
+        assert await host.fork_receipt(source.id, operation="never") is None
+        copied = (await host.history(fork.session.id)).rows
+        assert [r.body for r in copied] == ["one", "first answer"]
+        with pytest.raises(ForkRefused, match="cannot enable"):
+            await host.fork(
+                fork.session.id, revision=fork.session.revision, operation="f2", tools=["note"]
+            )
+        with pytest.raises(ForkRefused, match="not a revision"):
+            await host.fork(source.id, revision=revision + 100, operation="f3")
+
+
+async def test_diagnostics_and_their_watch(tmp_path: Path, open_host: OpenHost) -> None:
+    secret = "provider body: api key sk-123 leaked"
+    rounds = agent([Fail(RuntimeError(secret))], [Say("fine")])
+    async with open_host(tmp_path / "root", agents={"helper": rounds}) as host:
+        session = (await host.create_session("helper", tmp_path, operation="c")).session
+        with trio.fail_after(30):
+            async with host.watch_diagnostics(session.id) as revisions:
+                assert (await revisions.__anext__()).revision == 0
+                failed = await host.send(session.id, "one", operation="s1")
+                assert (await revisions.__anext__()).revision == 1
+        page = await host.diagnostics(session.id)
+        (only,) = page.diagnostics
+        assert (only.kind, only.invocation_id) == ("modelStep", failed.invocation_id)
+        assert "sk-123" not in only.cause.message
+        assert page.through == 1 and page.next_before is None
+
+
+async def test_a_lagging_watcher_resumes_without_gap(tmp_path: Path, open_host: OpenHost) -> None:
+    rounds = agent(*[[Say(f"answer {n}")] for n in range(4)])
+    async with open_host(tmp_path / "root", agents={"helper": rounds}) as host:
+        session = (await host.create_session("helper", tmp_path, operation="c")).session
+        for n in range(4):
+            await host.send(session.id, f"q{n}", operation=f"s{n}")
+        await until_idle(host, session.id)
+        first = await host.history(session.id, limit=3)
+        bodies = [r.body for r in first.rows]
+        with trio.fail_after(30):
+            async with host.watch(session.id, after=first.next_after) as updates:
+                async for update in updates:
+                    if isinstance(update, RowsPublished):
+                        bodies.extend(r.body for r in update.rows)
+                        if bodies[-1] == "answer 3":
+                            break
+        assert bodies == [text for n in range(4) for text in (f"q{n}", f"answer {n}")]
