@@ -1,7 +1,11 @@
-"""``emelex run|chat|sessions|attach --host``: real ``emelex serve`` and CLI processes.
+"""``emelex run|chat|sessions|attach --host``: a served Host and the CLI, each in a real
+process of its own.
 
 The Host does the work; the terminal commands send, watch and answer approvals
-through ``respond``, and leaving them never stops the Host's work.
+through ``respond``, and leaving them never stops the Host's work. Approval flows use
+``host_child.py`` (``serve`` with a scripted agent whose ``save`` tool needs approval:
+agent packages served by ``emelex serve`` get no tools yet); the rest runs against
+``emelex serve`` itself.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import re
 import select
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +24,8 @@ from typing import Any
 
 import attrs
 import pytest
+
+from emelex.cli import main as cli_main
 
 from .test_cli import EMELEX, run, script
 
@@ -38,35 +45,36 @@ class Served:
         return self.root / ".emelex" / "token"
 
 
-def _line(process: subprocess.Popen[bytes], pattern: str, deadline: float) -> re.Match[str]:
-    """The first line of ``process``'s stdout matching ``pattern``."""
+def _output_until(process: subprocess.Popen[bytes], pattern: str, deadline: float) -> str:
+    """``process``'s stdout up to the first complete line matching ``pattern``."""
     assert process.stdout is not None
     fd = process.stdout.fileno()
     seen = b""
-    while True:
-        lines = seen.decode(errors="replace").splitlines()
-        for line in lines if seen.endswith(b"\n") else lines[:-1]:
-            if found := re.search(pattern, line):
-                return found
+    while not re.search(pattern, seen.decode(errors="replace").rpartition("\n")[0]):
         remaining = deadline - time.monotonic()
         assert remaining > 0 and process.poll() is None, f"no {pattern!r} in {seen!r}"
         ready, _, _ = select.select([fd], [], [], remaining)
         if ready:
             seen += os.read(fd, 4096)
+    return seen.decode(errors="replace")
 
 
-def _serve(root: Path, rounds: list[Any], *, tcp: bool = False) -> Served:
+def _serve(root: Path, out: Path, rounds: list[Any], *, tcp: bool, child: bool) -> Served:
     root.mkdir(exist_ok=True)
     spec = script(root.parent, rounds, "host-script.json")
-    args = ["serve", "--root", str(root), "--agent", f"helper={WRITER}", "--model", spec]
-    if tcp:
-        args += ["--listen", "127.0.0.1:0"]
-    process = subprocess.Popen(
-        [*EMELEX, *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=root
-    )
+    if child:
+        command = [sys.executable, "-m", "tests.cli.host_child", str(root), spec[9:], str(out)]
+        command += ["--tcp"] if tcp else []
+    else:
+        command = [*EMELEX, "serve", "--root", str(root), "--agent", f"helper={WRITER}"]
+        command += ["--model", spec] + (["--listen", "127.0.0.1:0"] if tcp else [])
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=REPO)
     deadline = time.monotonic() + START_SECONDS
-    _line(process, r"listening on unix:", deadline)
-    url = _line(process, r"listening on (http://\S+)", deadline).group(1) if tcp else None
+    announced = _output_until(
+        process, r"listening on http://" if tcp else "listening on unix:", deadline
+    )
+    found = re.search(r"listening on (http://\S+)", announced)
+    url = found.group(1) if found else None
     return Served(root, url, process)
 
 
@@ -74,15 +82,18 @@ def _serve(root: Path, rounds: list[Any], *, tcp: bool = False) -> Served:
 def serve(tmp_path: Path) -> Iterator[Any]:
     started: list[Served] = []
 
-    def start(rounds: list[Any], *, tcp: bool = False) -> Served:
-        served = _serve(tmp_path / "root", rounds, tcp=tcp)
+    def start(rounds: list[Any], *, tcp: bool = False, child: bool = True) -> Served:
+        served = _serve(tmp_path / "root", tmp_path / "ws", rounds, tcp=tcp, child=child)
         started.append(served)
         return served
 
     yield start
     for served in started:
         served.process.send_signal(signal.SIGTERM)
-        assert served.process.wait(timeout=START_SECONDS) == 0
+        code = served.process.wait(timeout=START_SECONDS)
+        assert served.process.stdout is not None
+        served.process.stdout.close()
+        assert code == 0
 
 
 @pytest.fixture
@@ -93,7 +104,7 @@ def workspace(tmp_path: Path) -> Path:
 
 
 def _write(path: str, content: str) -> dict[str, Any]:
-    return {"call": "write_file", "arguments": {"path": path, "content": content}}
+    return {"call": "save", "arguments": {"name": path, "content": content}}
 
 
 def _session_id(stderr: str) -> str:
@@ -112,8 +123,8 @@ def test_run_on_a_host_answers_its_approval_in_the_terminal(
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert (workspace / "a.txt").read_text() == "from the host"
-    assert "Approve write_file?" in result.stderr
-    assert "→ write_file" in result.stdout and "Wrote a.txt." in result.stdout
+    assert "Approve save?" in result.stderr
+    assert "→ save" in result.stdout and "Wrote a.txt." in result.stdout
     # The session stays on the Host, listed by `sessions --host`.
     listed = run("sessions", "--host", str(served.root), "--json", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
@@ -159,47 +170,63 @@ def test_leaving_the_terminal_never_stops_the_work_and_attach_answers(
     assert runner.stderr is not None
     deadline = time.monotonic() + START_SECONDS
     seen = b""
-    while b"Approve write_file?" not in seen:
+    while b"Approve save?" not in seen:
         assert time.monotonic() < deadline, seen
         seen += os.read(runner.stderr.fileno(), 4096)
     session_id = _session_id(seen.decode())
     runner.kill()  # the terminal goes away while the Host waits for an answer
-    runner.wait(timeout=START_SECONDS)
+    runner.communicate(timeout=START_SECONDS)
     attached = run(
         "attach", session_id, "--host", str(served.root), "--until-idle",
         cwd=tmp_path, stdin="yes\n",
     )  # fmt: skip
     assert attached.returncode == 0, attached.stderr
-    assert "Approve write_file?" in attached.stderr
+    assert "Approve save?" in attached.stderr
     assert "All done." in attached.stdout
     assert (workspace / "c.txt").read_text() == "later"
 
 
-def test_a_host_url_needs_its_token(serve: Any, tmp_path: Path) -> None:
-    served = serve([], tcp=True)
+def test_emelex_serve_over_tcp_needs_its_token(serve: Any, tmp_path: Path, workspace: Path) -> None:
+    served = serve([[{"say": "Served by emelex serve."}]], tcp=True, child=False)
     refused = run("sessions", "--host", served.url, cwd=tmp_path, env={"EMELEX_HOST_TOKEN": ""})
     assert refused.returncode == 3 and "token" in refused.stderr.lower()
-    wrong = run(
-        "sessions", "--host", served.url, cwd=tmp_path, env={"EMELEX_HOST_TOKEN": "wrong"}
-    )
+    wrong = run("sessions", "--host", served.url, cwd=tmp_path, env={"EMELEX_HOST_TOKEN": "wrong"})
     assert wrong.returncode == 3
-    listed = run(
-        "sessions", "--host", served.url, "--token-file", str(served.token_file), cwd=tmp_path
-    )
-    assert listed.returncode == 0, listed.stderr
-    assert "no sessions on this Host" in listed.stderr
+    token = ["--token-file", str(served.token_file)]
+    answered = run(
+        "run", "--host", served.url, *token, "--agent", "helper",
+        "--workspace", str(workspace), "hello", cwd=tmp_path,
+    )  # fmt: skip
+    assert answered.returncode == 0, answered.stderr
+    assert answered.stdout.strip() == "Served by emelex serve."
+    by_env = run(
+        "sessions", "--host", served.url, cwd=tmp_path,
+        env={"EMELEX_HOST_TOKEN": served.token_file.read_text().strip()},
+    )  # fmt: skip
+    assert by_env.returncode == 0 and _session_id(answered.stderr) in by_env.stdout
 
 
-def test_host_usage_errors(tmp_path: Path) -> None:
-    no_agent = run("run", "--host", str(tmp_path), "hello", cwd=tmp_path)
-    assert no_agent.returncode == 2 and "--agent NAME" in no_agent.stderr
-    local_flag = run(
-        "run", "--host", str(tmp_path), "--agent", "helper", "--model", "x", "hi", cwd=tmp_path
-    )
-    assert local_flag.returncode == 2 and "--model applies to local runs" in local_flag.stderr
-    missing = run("sessions", "--host", str(tmp_path / "nowhere"), cwd=tmp_path)
-    assert missing.returncode == 3 and "no such directory" in missing.stderr
-    not_serving = run("sessions", "--host", str(tmp_path), cwd=tmp_path)
-    assert not_serving.returncode == 3 and not_serving.stderr.startswith("emelex:")
-    chat_agent = run("chat", "--agent", "helper", cwd=tmp_path)
-    assert chat_agent.returncode == 2 and "--agent NAME needs --host" in chat_agent.stderr
+def test_host_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+
+    def main(*args: str) -> tuple[int, str]:
+        code = cli_main(list(args))
+        return code, capsys.readouterr().err
+
+    code, err = main("run", "--host", str(tmp_path), "hello")
+    assert code == 2 and "--agent NAME" in err
+    code, err = main("run", "--host", str(tmp_path), "--agent", "helper", "--model", "x", "hi")
+    assert code == 2 and "--model applies to local runs" in err
+    code, err = main("sessions", "--host", str(tmp_path / "nowhere"))
+    assert code == 3 and "no such directory" in err
+    code, err = main("sessions", "--host", str(tmp_path))
+    assert code == 3 and f"no Host serves {str(tmp_path)!r}" in err
+    assert f"emelex serve --root {tmp_path}" in err
+    code, err = main("sessions", "--host", str(tmp_path), "--token-file", "t")
+    assert code == 3 and "--token-file is for a Host URL" in err
+    code, err = main("chat", "--agent", "helper")
+    assert code == 2 and "--agent NAME needs --host" in err
+    code, err = main("sessions", "show", "s-1", "--host", "http://127.0.0.1:9")
+    assert code == 2 and "only 'list'" in err

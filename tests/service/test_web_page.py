@@ -30,7 +30,7 @@ NOTES: list[str] = []
 PAYLOAD = (
     "<script>window.__emelexPwned = 'script'</script>"
     '<img src="x" onerror="window.__emelexPwned = \'img\'">'
-    '<svg onload="window.__emelexPwned = \'svg\'"></svg>'
+    "<svg onload=\"window.__emelexPwned = 'svg'\"></svg>"
     "<iframe srcdoc=\"<script>parent.__emelexPwned='iframe'</script>\"></iframe>"
 )
 
@@ -106,9 +106,7 @@ class Steps:
         self.taken.append(path)
 
 
-def test_web_page_drives_a_session(
-    served: ServedHost, browser: Any, tmp_path: Path
-) -> None:
+def test_web_page_drives_a_session(served: ServedHost, browser: Any, tmp_path: Path) -> None:
     expect = sync_api.expect
     expect.set_options(timeout=STEP_SECONDS * 1000)
     workspace = tmp_path / "work"

@@ -51,9 +51,7 @@ def served_host(root: Path, agents: Mapping[str, Agent]) -> Iterator[ServedHost]
         stop = trio.Event()
         trio_token = trio.lowlevel.current_trio_token()
         options = ServeOptions(root=root, listen=Listen("127.0.0.1", 0), grace=0.5)
-        await serve(
-            options, agents, stop=stop, ready=lambda s: started.put((s, trio_token, stop))
-        )
+        await serve(options, agents, stop=stop, ready=lambda s: started.put((s, trio_token, stop)))
 
     def thread() -> None:
         try:

@@ -9,6 +9,7 @@ from any client, and ``emelex attach`` picks the session up again.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import signal
@@ -24,7 +25,7 @@ from emelex.cli._approvals import StdinLines
 from emelex.cli._host_connect import host_client, operation_ref
 from emelex.cli._host_follow import Follower, invocation_gone
 from emelex.cli._render import bold, dim, safe
-from emelex.cli._run import EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_OK, EXIT_TURN_FAILED, EXIT_USAGE
+from emelex.cli._run import EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_OK, EXIT_TURN_FAILED
 from emelex.contracts import QueueSnapshot
 
 if TYPE_CHECKING:
@@ -51,6 +52,8 @@ def host_usage_problem(args: argparse.Namespace) -> str | None:
     for name, flag in LOCAL_ONLY.items():
         if getattr(args, name, None) and not (name == "json" and args.command == "sessions"):
             return f"{flag} applies to local runs; the Host chooses its model, tools and store"
+    if args.command == "sessions" and args.action != "list":
+        return "with --host only 'list' is available"
     if args.command in ("run", "chat") and not (args.agent or getattr(args, "resume", None)):
         return "--host needs --agent NAME (one of the Host's agents) to start a session"
     return None
@@ -139,9 +142,6 @@ async def host_command(args: argparse.Namespace) -> int:
 
 
 async def _sessions(client: HostClient, args: argparse.Namespace) -> int:
-    if args.action != "list":
-        print("emelex sessions: with --host only 'list' is available", file=sys.stderr)
-        return EXIT_USAGE
     sessions = await client.sessions()
     if args.json:
         from emelex.contracts import to_wire
@@ -193,8 +193,7 @@ async def _chat(client: HostClient, args: argparse.Namespace, lines: StdinLines)
             return EXIT_OK
         if not line.strip():
             continue
-        text = line
-        code = await _until_interrupt(lambda: _turn(follower, text))
+        code = await _until_interrupt(functools.partial(_turn, follower, line))
         if code is None:
             _detached(session_id, args.host)
             return EXIT_INTERRUPTED

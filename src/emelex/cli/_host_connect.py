@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+import trio
 import uuid_utils
 
 from emelex._errors import EmelexError
@@ -62,9 +62,14 @@ async def host_client(spec: str, token_file: str | None = None) -> AsyncIterator
         return
     if token_file is not None:
         raise HostSpecError("--token-file is for a Host URL; a root directory needs no token")
-    root = Path(spec).expanduser()
-    if not root.is_dir():
+    root = await trio.Path(spec).expanduser()
+    if not await root.is_dir():
         raise HostSpecError(f"--host {spec!r}: no such directory (and not an http(s) URL)")
+    socket = root / ".emelex" / "host.sock"
+    if not await socket.exists():
+        raise HostSpecError(
+            f"no Host serves {str(root)!r} (no {socket}): start one with emelex serve --root {root}"
+        )
     async with HostClient.connect(root=root) as client:
         yield client
 

@@ -180,7 +180,9 @@ class Follower:
                         if update.reason != "lagged":
                             return update.reason
                         if update.resume_after is not None:
-                            self.cursor = max(self.cursor or update.resume_after, update.resume_after)
+                            self.cursor = max(
+                                self.cursor or update.resume_after, update.resume_after
+                            )
                         break
                 else:
                     return "closed"
