@@ -19,7 +19,7 @@ import pytest
 
 from emelex.agent import DenyAll
 from emelex.app import Agent
-from emelex.testing import Call, Say, ScriptedModel, Think, Wait
+from emelex.testing import Call, Fail, Say, ScriptedModel, Think, Wait
 from emelex.tools import tool
 from tests.service.web_host import ServedHost, call_host, served_host
 
@@ -66,6 +66,8 @@ def _agent() -> Agent:
             [Say("Working"), Wait(3600)],
             # 4: markup from the model.
             [Think(PAYLOAD), Say(PAYLOAD)],
+            # 5: a failing model round becomes a diagnostic.
+            [Fail(RuntimeError("upstream said: secret response body"))],
         ]
     )
     builder = Agent.builder().name("helper").instructions("Help.").model(model).tool(note)
@@ -146,6 +148,8 @@ def test_web_page_drives_a_session(served: ServedHost, browser: Any, tmp_path: P
     page.click("#send-button")
     expect(page.locator("#queue li[data-state='running']")).to_have_count(1)
     expect(page.locator("#stop-button")).to_be_enabled()
+    sidebar = page.locator(f"#session-list li[data-session-id='{session_id}']")
+    expect(sidebar).to_have_attribute("data-state", "running")
     steps.shot("running")
     answer = page.locator("#rows li.assistant .body")
     expect(answer).to_have_text("Hello from the Host.")
@@ -155,6 +159,7 @@ def test_web_page_drives_a_session(served: ServedHost, browser: Any, tmp_path: P
     assert reasoning.evaluate("node => node.open") is False  # reasoning starts collapsed
     expect(page.locator("#queue li[data-state]")).to_have_count(0)
     expect(page.locator("#stop-button")).to_be_disabled()
+    expect(sidebar).to_have_attribute("data-state", "idle")
     steps.shot("answered")
 
     # 2: approve the first call; reload while the second waits; deny it.
@@ -218,7 +223,17 @@ def test_web_page_drives_a_session(served: ServedHost, browser: Any, tmp_path: P
     assert page.locator("#rows script, #rows img, #rows svg, #rows iframe").count() == 0
     steps.shot("markup-as-text")
 
+    # 5: the failure shows under Diagnostics, in emelex's words only.
+    page.fill("#send-text", "fail now")
+    page.click("#send-button")
+    expect(page.locator("#diagnostics li")).to_have_count(1)
+    expect(page.locator("#diagnostics-count")).to_have_text("(1)")
+    page.click("#diagnostics-panel summary")
+    diagnostic = page.locator("#diagnostics li").text_content() or ""
+    assert "modelError" in diagnostic and "secret response body" not in diagnostic
+    steps.shot("diagnostics")
+
     assert errors == []
     assert all(path.stat().st_size > 0 for path in steps.taken)
     if os.environ.get("EMELEX_WEB_SCREENSHOT"):  # refreshes docs/images by hand
-        shutil.copy(steps.taken[4], os.environ["EMELEX_WEB_SCREENSHOT"])
+        shutil.copy(steps.directory / "05-approval.png", os.environ["EMELEX_WEB_SCREENSHOT"])

@@ -10,6 +10,8 @@ const HISTORY_PAGE = 200;
 const HISTORY_PAGES_AT_ONCE = 50; // 10,000 rows; more come one page per click
 const MUTATION_TRIES = 3;
 
+let sessionsCache = []; // the last listSessions answer
+
 // ---------------------------------------------------------------- small helpers
 
 const $ = (id) => document.getElementById(id);
@@ -183,6 +185,7 @@ $("forget-token").addEventListener("click", () => {
 async function loadSessions() {
   const result = await call("listSessions", {});
   const sessions = Array.isArray(result) ? result : result.sessions || [];
+  sessionsCache = sessions;
   const list = $("session-list");
   list.replaceChildren(
     ...sessions.map((info) =>
@@ -201,6 +204,18 @@ async function loadSessions() {
   if (!sessions.length) list.append(el("li", { className: "meta" }, "No sessions yet."));
   markSelected();
   return sessions;
+}
+
+/** The sidebar follows the open session's queue (other sessions: on Refresh). */
+function showSessionState(sessionId, state) {
+  const info = sessionsCache.find((s) => s.id === sessionId);
+  if (!info || info.state === state) return;
+  info.state = state;
+  for (const item of $("session-list").children) {
+    if (item.dataset.sessionId !== sessionId) continue;
+    item.dataset.state = state;
+    item.querySelector(".meta").textContent = `${info.agent} · ${state}`;
+  }
 }
 
 function selectedFromHash() {
@@ -389,9 +404,13 @@ const view = {
       return;
     }
     if (how.error) {
+      if (how.error.type === "Unauthorized") {
+        this.close();
+        askForToken(how.error.message);
+        return;
+      }
       setStatus($("watch-status"), "ended", "watch refused");
       report(new HostError(0, how.error.type, how.error.message));
-      if (how.error.type === "Unauthorized" || how.error.type === "AuthenticationFailed") return;
     } else {
       setStatus($("watch-status"), "reconnecting", "reconnecting");
     }
@@ -416,6 +435,7 @@ const view = {
   renderQueue(entries) {
     this.queue = entries;
     const running = entries.find((entry) => entry.state === "running");
+    showSessionState(this.sessionId, running ? "running" : "idle");
     $("stop-button").disabled = !running;
     $("stop-button").dataset.invocationId = running ? running.invocationId : "";
     const list = $("queue");
@@ -582,8 +602,6 @@ function report(error) {
   if (error instanceof HostError && error.status === 401) return; // the token panel shows it
   showError(error instanceof Error ? error.message : String(error));
 }
-
-let sessionsCache = [];
 
 async function route() {
   const sessionId = selectedFromHash();
