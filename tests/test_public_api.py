@@ -597,6 +597,8 @@ EXPECTED: dict[str, set[str]] = {
         "TransportError",
         "Unauthorized",
         "UnknownRoute",
+        "ServeError",
+        "TooManyConnections",
     },
     "emelex.service.search": {
         "MAX_FIELD_CHARS",

@@ -205,7 +205,7 @@ class HostClient:
                 # The same body again: a mutation's operation reference makes the Host
                 # answer a retry with its original receipt, never apply it twice.
                 if delay is None:
-                    raise TransportError(f"cannot reach the Host: {exc}") from exc
+                    raise TransportError(f"cannot reach the Host: {_describe(exc)}") from exc
                 await trio.sleep(delay)
         value = _decode(raw)
         if response.status_code != 200:
@@ -240,7 +240,7 @@ class HostClient:
                 return await self._open_stream()
             except OSError as exc:
                 if delay is None:
-                    raise TransportError(f"cannot reach the Host: {exc}") from exc
+                    raise TransportError(f"cannot reach the Host: {_describe(exc)}") from exc
                 await trio.sleep(delay)
         raise AssertionError("unreachable")
 
@@ -259,7 +259,7 @@ class HostClient:
             response = await self._http.get(path, headers=self._headers)
             raw = await response.aread()
         except httpx.TransportError as exc:
-            raise TransportError(f"cannot reach the Host: {exc}") from exc
+            raise TransportError(f"cannot reach the Host: {_describe(exc)}") from exc
         value = _decode(raw)
         if response.status_code != 200:
             raise rebuild_error(value, response.status_code)
@@ -485,6 +485,16 @@ class HostClient:
         request = ContextRequest(session_id=session_id, through=through)  # type: ignore[arg-type]
         result: ContextReport = await self._op("context", request)
         return result
+
+
+def _describe(error: BaseException) -> str:
+    """The first non-empty message along the error's causes (httpx's own can be empty)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if str(seen):
+            return f"{type(seen).__name__}: {seen}"
+        seen = seen.__cause__ or seen.__context__
+    return type(error).__name__
 
 
 def _decode(raw: bytes) -> Any:

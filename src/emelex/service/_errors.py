@@ -74,6 +74,10 @@ class UnknownRoute(TransportError):
     """No operation or subscription of the Host has that name."""
 
 
+class TooManyConnections(TransportError):
+    """The Host holds its maximum of open connections; retry once others closed."""
+
+
 class HostLocked(ServiceError):
     """Another running Host already serves this root (the lock file names its pid)."""
 

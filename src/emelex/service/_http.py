@@ -39,6 +39,7 @@ from emelex.service._errors import (
     OperationConflict,
     QueueFull,
     RequestTooLarge,
+    TooManyConnections,
     Unauthorized,
     UnknownAgent,
     UnknownInteraction,
@@ -82,6 +83,7 @@ _STATUS: Final[tuple[tuple[type[BaseException], int], ...]] = (
     (ForkRefused, 409),
     (QueueFull, 429),
     (HostClosed, 503),
+    (TooManyConnections, 503),
     (AttachmentError, 400),
     (ContractError, 400),
     (EmelexError, 400),
@@ -103,10 +105,14 @@ def error_body(error: BaseException) -> dict[str, Any]:
 
 @attrs.frozen
 class Limits:
-    """What one request may use. ``max_ws_message`` is also hypercorn's frame bound."""
+    """What a listener's clients may use. ``max_ws_message`` bounds each WebSocket
+    message (hypercorn closes with 1009 above it); ``idle_seconds`` closes a connection
+    that sends no request for that long."""
 
     max_body_bytes: int = 8 * 1024 * 1024
     max_ws_message: int = 64 * 1024
+    max_connections: int = 1024
+    idle_seconds: float = 5.0
 
 
 class HostApp:

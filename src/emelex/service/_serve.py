@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import ipaddress
 import logging
 import os
@@ -25,12 +26,11 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 import trio
-from hypercorn.config import Config, Sockets
-from hypercorn.trio.run import worker_serve
-from hypercorn.utils import wrap_app
+from hypercorn.config import Config
 
 from emelex.service._errors import HostLocked, ServeError
 from emelex.service._http import HostApp, Limits
+from emelex.service._listen import serve_listener
 
 if TYPE_CHECKING:
     from emelex.app import Agent
@@ -196,6 +196,7 @@ def _config(options: ServeOptions, *, tls: bool) -> Config:
     config.errorlog = logging.getLogger("emelex.service.http")
     config.websocket_max_message_size = options.limits.max_ws_message
     config.graceful_timeout = 5.0
+    config.keep_alive_timeout = options.limits.idle_seconds
     config.include_server_header = False
     if tls:
         assert options.cert is not None
@@ -242,48 +243,39 @@ async def serve(
             for path in (options.cert, options.key):
                 if not path.is_file():
                     raise ServeError(f"cannot read {path}")
-        listeners: list[tuple[HostApp, Sockets, Config]] = []
+        listeners: list[tuple[HostApp, socket.socket, Config, bool]] = []
         socket_path = state / SOCKET_FILE
         async with Host.open(state, agents=agents) as host:
             unix = _unix_socket(socket_path)
             unix_app = HostApp(host, token=None, limits=options.limits)
-            listeners.append((unix_app, Sockets([], [unix], []), _config(options, tls=False)))
+            listeners.append((unix_app, unix, _config(options, tls=False), False))
             url = None
             if options.listen is not None:
                 tcp = _tcp_socket(options.listen)
                 tls = options.cert is not None
                 tcp_app = HostApp(host, token=token, limits=options.limits)
-                sockets = Sockets([tcp], [], []) if tls else Sockets([], [tcp], [])
-                listeners.append((tcp_app, sockets, _config(options, tls=tls)))
+                listeners.append((tcp_app, tcp, _config(options, tls=tls), tls))
                 bound_host, bound_port = tcp.getsockname()[:2]
                 shown = f"[{bound_host}]" if ":" in bound_host else bound_host
                 url = f"{'https' if tls else 'http'}://{shown}:{bound_port}"
             shutdown = trio.Event()
             try:
                 async with trio.open_nursery() as nursery:
-                    for app, sockets, config in listeners:
-                        await nursery.start(_run_listener, app, config, sockets, shutdown.wait)
+                    for app, sock, config, tls in listeners:
+                        listen = functools.partial(
+                            serve_listener,
+                            app,
+                            config,
+                            sock,
+                            tls=tls,
+                            max_connections=options.limits.max_connections,
+                            shutdown=shutdown,
+                        )
+                        await nursery.start(listen)
                     ready(Serving(socket_path, url, token_path))
                     await stop.wait()
-                    await _drain(host, [app for app, _, _ in listeners], options.grace)
+                    await _drain(host, [entry[0] for entry in listeners], options.grace)
                     shutdown.set()
             finally:
                 with contextlib.suppress(FileNotFoundError):
                     socket_path.unlink()
-
-
-async def _run_listener(
-    app: HostApp,
-    config: Config,
-    sockets: Sockets,
-    shutdown: Callable[[], object],
-    *,
-    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
-) -> None:
-    await worker_serve(
-        wrap_app(app, config.wsgi_max_body_size, "asgi"),  # type: ignore[arg-type]
-        config,
-        sockets=sockets,
-        shutdown_trigger=shutdown,  # type: ignore[arg-type]
-        task_status=task_status,
-    )
