@@ -124,7 +124,11 @@ def test_run_on_a_host_answers_its_approval_in_the_terminal(
     assert result.returncode == 0, result.stderr
     assert (workspace / "a.txt").read_text() == "from the host"
     assert "Approve save?" in result.stderr
-    assert "→ save" in result.stdout and "Wrote a.txt." in result.stdout
+    assert '→ save {"content": "from the host", "name": "a.txt"}' in result.stderr
+    assert "← save: saved a.txt" in result.stderr
+    assert result.stdout == "Wrote a.txt.\n"
+    unknown = run("attach", "s-unknown", "--host", str(served.root), cwd=tmp_path)
+    assert unknown.returncode == 3 and "s-unknown" in unknown.stderr
     # The session stays on the Host, listed by `sessions --host`.
     listed = run("sessions", "--host", str(served.root), "--json", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
@@ -141,6 +145,7 @@ def test_chat_on_a_host_denies_a_call_and_goes_on(
             [_write("b.txt", "unwanted")],
             [{"say": "I did not write b.txt."}],
             [{"say": "Second answer."}],
+            [{"say": "Resumed."}],
         ]
     )
     result = run(
@@ -150,12 +155,18 @@ def test_chat_on_a_host_denies_a_call_and_goes_on(
     assert result.returncode == 0, result.stderr
     assert not (workspace / "b.txt").exists()
     assert "I did not write b.txt." in result.stdout and "Second answer." in result.stdout
-    # The model was told the terminal's user declined the call.
     session_id = _session_id(result.stderr)
+    resumed = run(
+        "chat", "--host", str(served.root), "--resume", session_id,
+        cwd=tmp_path, stdin="once more\n",
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout == "Resumed.\n"  # earlier turns are not shown again
+    # The model was told the terminal's user declined the call.
     shown = run("attach", session_id, "--host", str(served.root), "--until-idle", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
-    assert "declined this call at the terminal" in shown.stdout
-    assert "user> and now?" in shown.stdout
+    assert "declined this call at the terminal" in shown.stderr
+    assert "user> and now?" in shown.stdout and "user> once more" in shown.stdout
 
 
 def test_leaving_the_terminal_never_stops_the_work_and_attach_answers(

@@ -65,19 +65,21 @@ class Follower:
         self.out.flush()
 
     def _print_row(self, row: HistoryRow) -> None:
+        # As in a local run: answers on stdout, everything else dimmed on stderr.
         if row.role == "user":
             if self.show_user:
                 print(bold("user> ") + safe(row.body), file=self.out)
         elif row.role == "assistant":
             if row.thinking and not self.hide_reasoning:
-                print(dim(safe(row.thinking)), file=self.out)
+                print(dim(safe(row.thinking)), file=self.err)
             if row.body:
-                print(safe(row.body), file=self.out)
+                print(safe(row.body), file=self.out, flush=True)
             for call in row.tool_calls:
-                print(dim(f"→ {safe(call.name)} {safe(_arguments(call.arguments))}"), file=self.out)
+                print(dim(f"→ {safe(call.name)} {safe(_arguments(call.arguments))}"), file=self.err)
         elif row.role == "tool":
             result = clip(row.body, TOOL_RESULT_CHARS)
-            print(dim(f"← {safe(row.tool_name or 'tool')}: {safe(result)}"), file=self.out)
+            print(dim(f"← {safe(row.tool_name or 'tool')}: {safe(result)}"), file=self.err)
+        self.err.flush()
 
     async def catch_up(self) -> None:
         """Print every stored row after the cursor (one fence for the whole scan)."""
