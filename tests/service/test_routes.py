@@ -1,0 +1,130 @@
+"""The route table, its generated document, and HostClient's likeness to Host."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jsonschema
+import pytest
+import trio
+
+from emelex.contracts import SendRequest, WatchRequest, to_wire
+from emelex.service import Host, HostClient
+from emelex.service._route_doc import route_document
+from emelex.service._routes import BY_NAME, ROUTES
+from emelex.testing import Say
+from tests.service.conftest import served
+from tests.service.test_host import agent
+
+#: Host methods that are not operations of the wire.
+NOT_OPERATIONS = {"open", "closed", "root"}
+
+
+def test_route_names_and_paths_follow_the_protocol() -> None:
+    assert len(BY_NAME) == len(ROUTES)
+    for route in ROUTES:
+        assert route.path == f"/v1/{route.kind}/{route.name}"
+        assert route.name[0].islower() and "_" not in route.name
+    documented = {"createSession", "listSessions", "send", "stop", "queue", "respond"}
+    assert documented <= set(BY_NAME)
+    assert {r.name for r in ROUTES if r.kind == "sub"} >= {"watch", "watchDiagnostics"}
+
+
+def test_every_host_operation_has_a_route_and_a_client_method() -> None:
+    public = {
+        name
+        for name, value in vars(Host).items()
+        if not name.startswith("_") and name not in NOT_OPERATIONS and callable(value)
+    }
+    for name in public:
+        assert hasattr(HostClient, name), f"HostClient lacks {name}"
+    camel = {"".join(p.title() if i else p for i, p in enumerate(n.split("_"))) for n in public}
+    camel = {"listSessions" if n == "sessions" else n for n in camel}
+    assert camel == set(BY_NAME), camel ^ set(BY_NAME)
+
+
+def test_client_methods_take_the_host_arguments() -> None:
+    for route in ROUTES:
+        if route.name == "listSessions":  # Host.sessions
+            continue
+        name = next(n for n in vars(Host) if n.replace("_", "").lower() == route.name.lower())
+        host = inspect.signature(getattr(Host, name))
+        client = inspect.signature(getattr(HostClient, name))
+        assert [(p.name, p.kind, p.default) for p in host.parameters.values()] == [
+            (p.name, p.kind, p.default) for p in client.parameters.values()
+        ], name
+    assert inspect.signature(HostClient.sessions).parameters.keys() == {"self"}
+
+
+def test_the_route_document_refers_only_to_declared_schemas() -> None:
+    document = route_document()
+    assert document["openapi"].startswith("3.1")
+    assert set(document["paths"]) == {route.path for route in ROUTES}
+    schemas = document["components"]["schemas"]
+    text = json.dumps(document)
+    for ref in {part.split('"')[0] for part in text.split('"$ref": "')[1:]}:
+        assert ref.removeprefix("#/components/schemas/") in schemas, ref
+    send = document["paths"]["/v1/op/send"]["post"]
+    schema = {**send["requestBody"]["content"]["application/json"]["schema"], **document}
+    wire = to_wire(SendRequest(session_id="s-1", text="hi", operation="o-1"))  # type: ignore[arg-type]
+    jsonschema.Draft202012Validator(schema).validate(wire)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(schema).validate({**wire, "extra": 1})
+    watch = document["paths"]["/v1/sub/watch"]["get"]["x-emelex-subscription"]
+    schema = {**watch["request"], **document}
+    jsonschema.Draft202012Validator(schema).validate(
+        to_wire(WatchRequest(session_id="s-1", after=None))  # type: ignore[arg-type]
+    )
+
+
+async def test_hello_and_routes_over_the_socket(tmp_path: Path) -> None:
+    async with served(tmp_path, {"helper": agent()}), HostClient.connect(root=tmp_path) as client:
+        assert (await client.hello()).wire_version == 1
+        assert (await client.routes()) == route_document()
+
+
+class _LosesFirstAnswer(httpx.AsyncBaseTransport):
+    """Forwards each request; the first answer is lost after the Host applied it."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+        self.sent: list[bytes] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.sent.append(request.content)
+        response = await self.inner.handle_async_request(request)
+        await response.aread()
+        if len(self.sent) == 1:
+            raise httpx.ReadError("the connection dropped before the answer arrived")
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_a_lost_answer_is_retried_with_the_same_operation(tmp_path: Path) -> None:
+    async with served(tmp_path, {"helper": agent([Say("once")])}) as serving:
+        async with HostClient.connect(root=tmp_path) as plain:
+            session = (await plain.create_session("helper", tmp_path, operation="c")).session
+            lossy = _LosesFirstAnswer(httpx.AsyncHTTPTransport(uds=str(serving.socket_path)))
+
+            async def no_stream() -> Any:
+                raise AssertionError("no subscription here")
+
+            async with httpx.AsyncClient(transport=lossy, base_url="http://emelex") as http:
+                client = HostClient(http, no_stream, authority="emelex", token=None)
+                with trio.fail_after(30):
+                    receipt = await client.send(session.id, "hello", operation="send-1")
+            assert len(lossy.sent) == 2 and lossy.sent[0] == lossy.sent[1]
+            queue = await plain.queue(session.id)
+            history = await plain.history(session.id)
+            admitted = [e for e in queue.entries if e.operation == "send-1"]
+            users = [r for r in history.rows if r.role == "user"]
+            # Applied once: one invocation, whatever state it reached.
+            assert len(admitted) + len(users) >= 1
+            assert len(admitted) <= 1 and len(users) <= 1
+            assert receipt == await plain.send(session.id, "hello", operation="send-1")
