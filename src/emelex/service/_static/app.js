@@ -158,6 +158,8 @@ function subscribe(name, request, { onUpdate, onFinish, onOpen }) {
 
 function askForToken(message) {
   token.clear();
+  view.close();
+  view.sessionId = null; // reopened from the address once the token is in
   $("app").hidden = true;
   $("token-panel").hidden = false;
   $("forget-token").hidden = true;
@@ -525,7 +527,13 @@ const view = {
         onUpdate: (revision) => {
           if (generation === this.generation) this.loadDiagnostics(generation, revision.revision);
         },
-        onFinish: () => {},
+        onFinish: (how) => {
+          // Dropped with the Host's connection: subscribe again, as the row watch does.
+          if (generation !== this.generation || how.error) return;
+          setTimeout(() => {
+            if (generation === this.generation) this.watchDiagnostics(generation);
+          }, 2000);
+        },
       },
     );
   },
