@@ -6,6 +6,7 @@ the same classes, receipts and pages as the same values, watches as the same upd
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from emelex.contracts import (
     WatchUpdate,
 )
 from emelex.service import (
+    AttachmentError,
     ForkRefused,
     InteractionSettled,
     OperationConflict,
@@ -32,7 +34,7 @@ from emelex.service import (
 )
 from emelex.testing import Call, Fail, Say
 from tests.service.conftest import OpenHost, resolved
-from tests.service.test_host import NOTES, agent
+from tests.service.test_host import NOTES, agent, meta
 
 
 async def until_idle(host: Any, session_id: str) -> list[WatchUpdate]:
@@ -218,3 +220,45 @@ async def test_a_lagging_watcher_resumes_without_gap(tmp_path: Path, open_host: 
                         if bodies[-1] == "answer 3":
                             break
         assert bodies == [text for n in range(4) for text in (f"q{n}", f"answer {n}")]
+
+
+async def test_execute_streams_its_attachments(tmp_path: Path, open_host: OpenHost) -> None:
+    notes, empty, image = b"milk\neggs\n", b"", bytes(range(256)) * 400
+    metas = [meta("notes.txt", notes), meta("empty.txt", empty), meta("a.png", image, "image/png")]
+
+    async def chunked() -> AsyncIterator[bytes]:
+        data = notes + empty + image
+        for start in range(0, len(data), 7000):
+            yield data[start : start + 7000]
+
+    async with open_host(tmp_path / "root", agents={"helper": agent([Say("Two items.")])}) as host:
+        receipt = await host.execute(
+            "helper", "How many items?", operation="x1", attachments=metas, resource=chunked()
+        )
+        again = await host.execute(
+            "helper", "How many items?", operation="x1", attachments=metas, resource=notes
+        )
+        assert again == receipt  # a retry reads no resource and admits nothing
+        with trio.fail_after(30):
+            while True:
+                result = await host.execute_result(receipt.session_id, receipt.invocation_id)
+                if result is not None:
+                    break
+                await trio.sleep(0.02)
+        assert (result.status, result.answer) == ("completed", "Two items.")
+        (info,) = [s for s in await resolved(host.sessions()) if s.id == receipt.session_id]
+        workspace = Path(info.workspace)
+        assert (workspace / "a.png").read_bytes() == image
+        assert (workspace / "notes.txt").read_bytes() == notes
+        with pytest.raises(AttachmentError, match="does not match its digest"):
+            await host.execute(
+                "helper",
+                "go",
+                operation="x2",
+                attachments=[meta("notes.txt", notes)],
+                resource=b"milk\neggX\n",
+            )
+        with pytest.raises(AttachmentError, match="no resource"):
+            await host.execute(
+                "helper", "go", operation="x3", attachments=[meta("notes.txt", notes)]
+            )

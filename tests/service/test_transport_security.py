@@ -284,6 +284,7 @@ async def test_deep_json_bad_json_and_bad_contracts_are_400(tmp_path: Path) -> N
             for name, body, kind in cases:
                 reply = await http.post(f"/v1/op/{name}", content=body)
                 assert (reply.status_code, reply.json()["error"]["type"]) == (400, kind), body
+            assert reply.json()["error"]["maximum"] == 500  # the client rebuilds the limit
             missing = await http.post(
                 "/v1/op/send", json={"sessionId": "s-none", "text": "hi", "operation": "o"}
             )

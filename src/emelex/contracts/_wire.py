@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import types
 import typing
+from collections.abc import Callable
 from typing import Any, Final, Literal, TypeVar, dataclass_transform, get_args, get_origin
 
 import attrs
@@ -109,10 +110,139 @@ def field_bounds(field: attrs.Attribute[Any]) -> dict[str, Any]:
 
 def check_value(value: Any, field: attrs.Attribute[Any], where: str) -> None:
     """Raise :class:`ContractError` unless ``value`` fits the field's type and bounds."""
-    _check_type(value, field.type, where)
+    _checker(field.type)(value, where)
     bounds = field_bounds(field)
     if bounds:
         _check_bounds(value, bounds, where)
+
+
+Check = Callable[[Any, str], None]
+#: One compiled check per field type: the type is taken apart once, not per value (a
+#: history page decodes thousands of fields).
+_CHECKERS: dict[Any, Check] = {}
+#: Each wire class's fields: (attribute name, type check, bounds, "Class.field").
+_PLANS: dict[type, tuple[tuple[str, Check, dict[str, Any], str], ...]] = {}
+
+
+def _checker(tp: Any) -> Check:
+    found = _CHECKERS.get(tp)
+    if found is None:
+        found = _CHECKERS[tp] = _compile(tp)
+    return found
+
+
+def _plan(cls: type) -> tuple[tuple[str, Check, dict[str, Any], str], ...]:
+    found = _PLANS.get(cls)
+    if found is None:
+        found = _PLANS[cls] = tuple(
+            (f.name, _checker(f.type), field_bounds(f), f"{cls.__name__}.{f.name}")
+            for f in attrs.fields(cls)
+        )
+    return found
+
+
+def _compile(tp: Any) -> Check:
+    """The check of ``_check_type(value, tp, where)``, with ``tp`` taken apart now."""
+    if tp is Any:
+        return _accept
+    if tp is str:
+        return _check_str
+    if tp is int:
+        return _check_int
+    if tp is bool:
+        return _check_bool
+    if tp in WIRE_STRINGS:
+        bounds = WIRE_STRINGS[tp]
+
+        def check_identifier(value: Any, where: str) -> None:
+            _check_str(value, where)
+            _check_bounds(value, bounds, where)
+
+        return check_identifier
+    origin = get_origin(tp)
+    if origin is Literal:
+        allowed = get_args(tp)
+
+        def check_literal(value: Any, where: str) -> None:
+            if not any(type(value) is type(c) and value == c for c in allowed):
+                raise ContractError(f"{where}: {value!r} is not one of {list(allowed)}")
+
+        return check_literal
+    if is_union(tp):
+        arms = get_args(tp)
+        nullable = type(None) in arms
+        checks = [_checker(arm) for arm in arms if arm is not type(None)]
+        if len(checks) == 1:
+            (only,) = checks
+
+            def check_optional(value: Any, where: str) -> None:
+                if value is None and nullable:
+                    return
+                only(value, where)
+
+            return check_optional
+
+        def check_union(value: Any, where: str) -> None:
+            if value is None and nullable:
+                return
+            errors = []
+            for check in checks:
+                try:
+                    check(value, where)
+                except ContractError as exc:
+                    errors.append(exc)
+                else:
+                    return
+            if len(errors) == 1:
+                raise errors[0]
+            raise ContractError(f"{where}: {_kind(value)} matches none of {_name(tp)}")
+
+        return check_union
+    if origin is tuple:
+        (item_type, _ellipsis) = get_args(tp)
+        item_check = _checker(item_type)
+        exact = item_type if isinstance(item_type, type) and attrs.has(item_type) else None
+
+        def check_tuple(value: Any, where: str) -> None:
+            if not isinstance(value, tuple):
+                raise ContractError(f"{where}: expected an array, got {_kind(value)}")
+            if exact is not None:
+                for item in value:  # the common case: only the item's class to confirm
+                    if not isinstance(item, exact):
+                        break
+                else:
+                    return
+            for index, item in enumerate(value):
+                item_check(item, f"{where}[{index}]")
+
+        return check_tuple
+    if isinstance(tp, type) and attrs.has(tp):
+
+        def check_class(value: Any, where: str) -> None:
+            if not isinstance(value, tp):
+                raise ContractError(f"{where}: expected {tp.__name__}, got {_kind(value)}")
+
+        return check_class
+    return lambda value, where: _check_type(value, tp, where)
+
+
+def _accept(value: Any, where: str) -> None:
+    return None
+
+
+def _check_str(value: Any, where: str) -> None:
+    if not isinstance(value, str):
+        raise ContractError(f"{where}: expected a string, got {_kind(value)}")
+
+
+def _check_int(value: Any, where: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ContractError(f"{where}: expected an integer, got {_kind(value)}")
+
+
+def _check_bool(value: Any, where: str) -> None:
+    if not isinstance(value, bool):
+        raise ContractError(f"{where}: expected a boolean, got {_kind(value)}")
 
 
 def _check_bounds(value: Any, bounds: dict[str, Any], where: str) -> None:
@@ -290,8 +420,11 @@ def _make(cls: type[T], *, order: bool) -> type[T]:
     own_check = cls.__dict__.get("__attrs_post_init__")
 
     def __attrs_post_init__(self: Any) -> None:
-        for field in attrs.fields(type(self)):
-            check_value(getattr(self, field.name), field, f"{type(self).__name__}.{field.name}")
+        for name, check, bounds, where in _PLANS.get(type(self)) or _plan(type(self)):
+            value = getattr(self, name)
+            check(value, where)
+            if bounds:
+                _check_bounds(value, bounds, where)
         if own_check is not None:
             own_check(self)
 

@@ -9,11 +9,19 @@ and the Host answers the retry with the original receipt.
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import ssl
 import urllib.parse
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Sequence,
+)
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
@@ -77,8 +85,10 @@ from emelex.contracts import (
     to_wire,
 )
 from emelex.service import _errors
-from emelex.service._errors import InvalidRequest, TransportError
-from emelex.service._json import dump, parse_object
+from emelex.service._errors import TransportError
+from emelex.service._frames import MAX_CACHED_TEXT, FrameCache
+from emelex.service._json import dump
+from emelex.service._resource import RESOURCE_TYPE, request_then_resource
 from emelex.service._routes import BY_NAME
 from emelex.service._websocket import WebSocket
 
@@ -158,8 +168,12 @@ class HostClient:
             async def open_unix() -> trio.abc.Stream:
                 return await trio.open_unix_socket(path)
 
-            transport = httpx.AsyncHTTPTransport(uds=path, retries=0)
-            http = httpx.AsyncClient(transport=transport, base_url="http://emelex", timeout=limits)
+            # No TLS on a Unix socket: verify=False spares loading the CA bundle, and no
+            # proxy from the environment applies to a socket path.
+            transport = httpx.AsyncHTTPTransport(uds=path, retries=0, verify=False)
+            http = httpx.AsyncClient(
+                transport=transport, base_url="http://emelex", timeout=limits, trust_env=False
+            )
             async with http:
                 yield cls(http, open_unix, authority="emelex", token=token)
             return
@@ -192,11 +206,22 @@ class HostClient:
             yield cls(http, open_tcp, authority=parts.netloc, token=token)
 
     # -- the exchange -----------------------------------------------------------------------
-    async def _op(self, name: str, request: Any) -> Any:
+    async def _op(
+        self, name: str, request: Any, resource: bytes | AsyncIterable[bytes] | None = None
+    ) -> Any:
         route = BY_NAME[name]
-        body = dump(to_wire(request))
+        body: bytes | AsyncIterable[bytes] = dump(to_wire(request))
         headers = {"content-type": "application/json", **self._headers}
-        for delay in (*RETRY_DELAYS, None):
+        if resource is not None:
+            headers["content-type"] = RESOURCE_TYPE
+            head = dump(to_wire(request)) + b"\n"
+            if isinstance(resource, bytes):
+                body = head + resource
+            else:
+                body = request_then_resource(head, resource)
+        # A streamed resource cannot be sent twice: its request is tried once.
+        delays = (*RETRY_DELAYS, None) if isinstance(body, bytes) else (None,)
+        for delay in delays:
             try:
                 response = await self._http.post(route.path, content=body, headers=headers)
                 raw = await response.aread()
@@ -339,12 +364,19 @@ class HostClient:
         *,
         operation: str,
         attachments: Sequence[AttachmentMeta] = (),
-        resource: bytes | None = None,
+        resource: bytes | AsyncIterable[bytes] | None = None,
     ) -> ExecuteReceipt:
-        if attachments or resource is not None:
-            raise InvalidRequest("attachments do not travel over the wire transport yet")
-        request = ExecuteRequest(agent=agent, text=text, attachments=(), operation=operation)  # type: ignore[arg-type]
-        result: ExecuteReceipt = await self._op("execute", request)
+        """As :meth:`Host.execute`. A ``bytes`` resource is retried like any request; an
+        async iterable is streamed once (on a transport failure, call again with the
+        same operation and the resource from its start: the Host answers its receipt
+        without reading the resource when it already admitted the task)."""
+        request = ExecuteRequest(
+            agent=agent,  # type: ignore[arg-type]
+            text=text,
+            attachments=tuple(attachments),
+            operation=operation,  # type: ignore[arg-type]
+        )
+        result: ExecuteReceipt = await self._op("execute", request, resource)
         return result
 
     async def execute_result(self, session_id: str, invocation_id: str) -> ExecuteResult | None:
@@ -497,15 +529,33 @@ def _describe(error: BaseException) -> str:
     return type(error).__name__
 
 
-def _decode(raw: bytes) -> Any:
+def _decode(raw: bytes | str) -> Any:
+    """The JSON value of an answer or frame (an object, or null). The Host's answers
+    are parsed directly: CPython's decoder refuses runaway nesting with RecursionError,
+    which is caught here, so the server's pre-parse depth scan is not paid twice."""
     if len(raw) > MAX_ANSWER_BYTES:
         raise TransportError(f"the Host's answer exceeds {MAX_ANSWER_BYTES} bytes")
-    if raw.strip() == b"null":
-        return None
     try:
-        return parse_object(raw, max_bytes=MAX_ANSWER_BYTES, max_depth=256)
-    except InvalidRequest as exc:
-        raise TransportError(f"the Host's answer is not a JSON object: {exc}") from exc
+        value = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise TransportError(f"the Host's answer is not JSON: {exc}") from None
+    if value is not None and not isinstance(value, dict):
+        raise TransportError("the Host's answer is not a JSON object")
+    return value
+
+
+_DECODED = FrameCache()
+
+
+def _decoded_update(text: str, update_type: Any, wire: Any) -> Any:
+    # Watches of one session in this process receive the same frames: decode each once.
+    key = (update_type, text) if len(text) <= MAX_CACHED_TEXT else None
+    found = None if key is None else _DECODED.get(key)
+    if found is None:
+        found = from_wire(update_type, wire)
+        if key is not None:
+            _DECODED.put(key, found)
+    return found
 
 
 async def _updates(socket: WebSocket, update_type: Any) -> AsyncGenerator[Any, None]:
@@ -513,11 +563,11 @@ async def _updates(socket: WebSocket, update_type: Any) -> AsyncGenerator[Any, N
         text = await socket.receive_text()
         if text is None:
             raise TransportError("the Host closed the subscription without an end")
-        frame = _decode(text.encode())
+        frame = _decode(text)
         if not isinstance(frame, dict) or len(frame) != 1:
             raise TransportError("the Host sent a frame that is not one update")
         if "update" in frame:
-            yield from_wire(update_type, frame["update"])
+            yield _decoded_update(text, update_type, frame["update"])
         elif "end" in frame:
             if frame["end"] is not None:
                 yield from_wire(WatchEnded, frame["end"])

@@ -10,17 +10,18 @@ the static page.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import mimetypes
 import pathlib
 import secrets
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import trio
 
-from emelex._errors import EmelexError
+from emelex._errors import EmelexError, LimitExceeded
 from emelex._version import __version__
 from emelex.contracts import (
     WIRE_VERSION,
@@ -47,7 +48,9 @@ from emelex.service._errors import (
     UnknownRoute,
     UnknownSession,
 )
+from emelex.service._frames import update_frame
 from emelex.service._json import dump, parse_object
+from emelex.service._resource import RESOURCE_TYPE, read_head, rest_of_body
 from emelex.service._route_doc import route_document
 from emelex.service._routes import BY_PATH, Route
 
@@ -99,7 +102,10 @@ def status_of(error: BaseException) -> int:
 
 def error_body(error: BaseException) -> dict[str, Any]:
     if isinstance(error, EmelexError):
-        return {"error": {"type": type(error).__name__, "message": str(error)[:4096]}}
+        detail: dict[str, Any] = {"type": type(error).__name__, "message": str(error)[:4096]}
+        if isinstance(error, LimitExceeded):  # the client rebuilds the same error from these
+            detail |= {"limit": error.limit, "maximum": error.maximum, "actual": error.actual}
+        return {"error": detail}
     return {"error": {"type": "ServiceError", "message": "internal error of the Host"}}
 
 
@@ -183,6 +189,13 @@ class HostApp:
                 raise UnknownRoute(f"no operation at {path}")
             if method != "POST":
                 raise InvalidRequest(f"{path} takes POST, not {method}")
+            if route.resource and _content_type(scope) == RESOURCE_TYPE:
+                limit = self.limits.max_body_bytes
+                head, first, more = await read_head(receive, limit)
+                resource = rest_of_body(first, more, receive)
+                async with contextlib.aclosing(resource):
+                    await _answer(send, 200, await self._run(route, head, resource))
+                return
             raw = await self._body(scope, receive)
             await _answer(send, 200, await self._run(route, raw))
         except Exception as exc:
@@ -211,7 +224,9 @@ class HostApp:
             if not message.get("more_body", False):
                 return b"".join(chunks)
 
-    async def _run(self, route: Route, raw: bytes) -> Any:
+    async def _run(
+        self, route: Route, raw: bytes, resource: AsyncIterator[bytes] | None = None
+    ) -> Any:
         limit = self.limits.max_body_bytes
         if len(raw) > _THREAD_PARSE_BYTES:
             data = await trio.to_thread.run_sync(lambda: parse_object(raw, max_bytes=limit))
@@ -220,7 +235,10 @@ class HostApp:
         request: Any = from_wire(route.request, data)
         if self.draining and route.name in ADMISSIONS:
             raise HostClosed("the Host is draining: it admits no new work")
-        result = await route.call(self.host, request)
+        if route.resource:
+            result = await route.call(self.host, request, resource)
+        else:
+            result = await route.call(self.host, request)
         return None if result is None else to_wire(result)
 
     async def _static(self, path: str, method: str, send: Send) -> None:
@@ -291,7 +309,7 @@ class HostApp:
                     if isinstance(update, WatchEnded):
                         await socket.send({"end": to_wire(update)})
                         break
-                    await socket.send({"update": to_wire(update)})
+                    await socket.send_text(update_frame(update))
                 else:
                     await socket.send({"end": None})
             nursery.cancel_scope.cancel()
@@ -337,7 +355,12 @@ class _Socket:
         # for it then fills and it ends `lagged`).
         if self._closed:
             raise _Gone
-        await self._send({"type": "websocket.send", "text": dump(value).decode()})
+        await self.send_text(dump(value).decode())
+
+    async def send_text(self, text: str) -> None:
+        if self._closed:
+            raise _Gone
+        await self._send({"type": "websocket.send", "text": text})
 
     async def close(self, code: int) -> None:
         if not self._closed:
@@ -348,6 +371,13 @@ class _Socket:
         if not self._closed:
             await self.send(value)
             await self.close(code)
+
+
+def _content_type(scope: Scope) -> str:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-type":
+            return bytes(value).split(b";")[0].strip().decode("latin-1").lower()
+    return ""
 
 
 async def _answer(send: Send, status: int, value: Any) -> None:

@@ -79,14 +79,25 @@ class Route:
     nullable: bool
     #: ``op``: ``await call(host, request)``; ``sub``: ``async with call(host, request)``.
     call: Any
+    #: Whether the request may be followed by a binary resource (``call`` then takes it
+    #: as a third argument, None without one).
+    resource: bool = False
 
     @property
     def path(self) -> str:
         return f"/v1/{self.kind}/{self.name}"
 
 
-def op(name: str, request: type, result: Any, call: Call, *, nullable: bool = False) -> Route:
-    return Route(name, "op", request, result, nullable, call)
+def op(
+    name: str,
+    request: type,
+    result: Any,
+    call: Any,
+    *,
+    nullable: bool = False,
+    resource: bool = False,
+) -> Route:
+    return Route(name, "op", request, result, nullable, call, resource)
 
 
 def sub(name: str, request: type, update: Any, call: Open) -> Route:
@@ -101,9 +112,12 @@ async def _queue(host: Host, request: QueueRequest) -> QueueSnapshot:
     return host.queue(request.session_id)
 
 
-async def _execute(host: Host, r: ExecuteRequest) -> ExecuteReceipt:
-    # Attachments need the binary resource, which the JSON route does not carry.
-    return await host.execute(r.agent, r.text, operation=r.operation)
+async def _execute(
+    host: Host, r: ExecuteRequest, resource: AsyncIterator[bytes] | None
+) -> ExecuteReceipt:
+    return await host.execute(
+        r.agent, r.text, operation=r.operation, attachments=r.attachments, resource=resource
+    )
 
 
 ROUTES: Final[tuple[Route, ...]] = (
@@ -203,7 +217,7 @@ ROUTES: Final[tuple[Route, ...]] = (
         ContextReport,
         lambda h, r: h.context(r.session_id, through=r.through),
     ),
-    op("execute", ExecuteRequest, ExecuteReceipt, _execute),
+    op("execute", ExecuteRequest, ExecuteReceipt, _execute, resource=True),
     op(
         "executeResult",
         ExecuteResultRequest,

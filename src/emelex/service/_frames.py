@@ -1,0 +1,54 @@
+"""Update frames of subscriptions, encoded once however many watchers receive them.
+
+The Host hands the same update (an equal value) to every watcher of a session, and a
+client process may hold many watches of one session: a small cache keyed by the update
+(server) or by the frame's text (client) turns N encodings or decodings into one. The
+values are frozen, so sharing one decoded object between watchers is safe.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Final
+
+from emelex.contracts import to_wire
+from emelex.service._json import dump
+
+#: Distinct frames each cache keeps (the newest); larger frames are not cached.
+CACHED_FRAMES: Final = 32
+MAX_CACHED_TEXT: Final = 256 * 1024
+
+
+class FrameCache:
+    """A bounded least-recently-used map."""
+
+    def __init__(self, size: int = CACHED_FRAMES) -> None:
+        self._size = size
+        self._items: OrderedDict[Any, Any] = OrderedDict()
+
+    def get(self, key: Any) -> Any:
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
+
+    def put(self, key: Any, value: Any) -> None:
+        self._items[key] = value
+        if len(self._items) > self._size:
+            self._items.popitem(last=False)
+
+
+_ENCODED = FrameCache()
+
+
+def update_frame(update: Any) -> str:
+    """The text frame ``{"update": <wire update>}`` of ``update``."""
+    try:
+        cached: str | None = _ENCODED.get(update)
+    except TypeError:  # an unhashable value (a free-form JSON field): encode it each time
+        return dump({"update": to_wire(update)}).decode()
+    if cached is None:
+        cached = dump({"update": to_wire(update)}).decode()
+        if len(cached) <= MAX_CACHED_TEXT:
+            _ENCODED.put(update, cached)
+    return cached
