@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import trio
 import uuid_utils
 
-from emelex._errors import EmelexError
+from emelex.cli._errors import HostSpecError
 
 if TYPE_CHECKING:
     from emelex.service import HostClient
@@ -24,10 +24,6 @@ HOST_HELP = (
     "drive a session on a running Host: its root directory (Unix socket) or its "
     f"http(s):// URL (token from --token-file or ${TOKEN_ENV})"
 )
-
-
-class HostSpecError(EmelexError):
-    """The ``--host`` value or its token cannot be used (exit code 3)."""
 
 
 def is_url(spec: str) -> bool:
