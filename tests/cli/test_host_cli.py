@@ -193,6 +193,8 @@ def test_leaving_the_terminal_never_stops_the_work_and_attach_answers(
     )  # fmt: skip
     assert attached.returncode == 0, attached.stderr
     assert "Approve save?" in attached.stderr
+    # The queue as it changes: the waiting turn, then nothing.
+    assert re.search(r"queue: running \S+, 0 queued\n(.|\n)*queue: idle", attached.stderr)
     assert "All done." in attached.stdout
     assert (workspace / "c.txt").read_text() == "later"
 
