@@ -107,7 +107,9 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--store", metavar="PATH", help=STORE_HELP)
 
     sessions = commands.add_parser("sessions", help="stored sessions")
-    sessions.add_argument("action", choices=["list", "show", "export", "delete"])
+    sessions.add_argument(
+        "action", nargs="?", default="list", choices=["list", "show", "export", "delete"]
+    )
     sessions.add_argument("id", nargs="?")
     sessions.add_argument("--store", metavar="PATH", help=STORE_HELP)
     sessions.add_argument("--json", action="store_true")
@@ -165,11 +167,33 @@ def _parser() -> argparse.ArgumentParser:
     from emelex.cli._agents import add_agents_parser
 
     add_agents_parser(commands)
+    from emelex.cli._host_args import add_host_arguments  # issue 15: sessions on a Host
+
+    add_host_arguments(commands, run, chat, sessions)
 
     from emelex.cli._serve import add_serve_parser
 
     add_serve_parser(commands)
     return parser
+
+
+def _host_main(args: argparse.Namespace) -> int:
+    """``--host``: the command drives a session on a running Host (cli/_host_cli.py)."""
+    from emelex.cli._host_cli import host_command, host_usage_problem
+
+    if args.command == "run":
+        if args.extra:
+            print("emelex run: quote the prompt (one argument)", file=sys.stderr)
+            return 2
+        args.agent = args.agent_dir  # on a Host, --agent names one of its agents
+    problem = host_usage_problem(args)
+    if problem is not None:
+        print(f"emelex {args.command}: {problem}", file=sys.stderr)
+        return 2
+    try:
+        return trio.run(host_command, args)
+    except KeyboardInterrupt:
+        return 130
 
 
 def _log_to_stderr() -> None:
@@ -185,6 +209,11 @@ def _log_to_stderr() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if getattr(args, "host", None) or args.command == "attach":
+        return _host_main(args)
+    if getattr(args, "agent", None) and args.command == "chat":
+        print("emelex chat: --agent NAME needs --host", file=sys.stderr)
+        return 2
     if args.command == "run":
         from emelex.cli._run import run_usage_problem
 

@@ -13,4 +13,8 @@ class Unreachable(EmelexError):
     pass
 
 
-__all__ = ["Unreachable", "ModelSpecError"]
+class HostSpecError(EmelexError):
+    """A ``--host`` value or its token cannot be used (exit code 3)."""
+
+
+__all__ = ["HostSpecError", "Unreachable", "ModelSpecError"]

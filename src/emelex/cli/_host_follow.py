@@ -1,0 +1,199 @@
+"""Following a session on a Host in the terminal: rows as they commit, the queue, and
+approvals answered through ``respond``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TextIO
+
+import attrs
+
+from emelex._text import clip
+from emelex.cli._approvals import StdinLines
+from emelex.cli._host_connect import operation_ref
+from emelex.cli._render import bold, dim, safe
+from emelex.contracts import (
+    ApproveResponse,
+    DenyResponse,
+    HistoryRow,
+    Interaction,
+    InteractionsChanged,
+    Position,
+    QueueChanged,
+    QueueSnapshot,
+    RowsPublished,
+    WatchEnded,
+)
+
+if TYPE_CHECKING:
+    from emelex.service import HostClient
+
+TOOL_RESULT_CHARS = 400
+#: What the model reads when the terminal's user said no.
+DENIED_IN_TERMINAL = "the user declined this call at the terminal, so it was not run"
+
+
+def _arguments(arguments: object) -> str:
+    return json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+
+
+@attrs.define
+class Follower:
+    """Prints a session's rows and answers its approvals; remembers its cursor, so a
+    watch that lagged or dropped resumes with no gap and no duplicate."""
+
+    client: HostClient
+    session_id: str
+    lines: StdinLines | None  # None: never ask (other clients answer)
+    cursor: Position | None = None
+    show_user: bool = False
+    hide_reasoning: bool = False
+    out: TextIO = attrs.field(factory=lambda: sys.stdout)
+    err: TextIO = attrs.field(factory=lambda: sys.stderr)
+    _asked: set[str] = attrs.field(factory=set)
+
+    # -- rows ---------------------------------------------------------------------------
+    def show(self, rows: tuple[HistoryRow, ...]) -> None:
+        for row in rows:
+            if self.cursor is not None and row.position <= self.cursor:
+                continue  # already shown (a resumed read)
+            self.cursor = row.position
+            if not row.internal:
+                self._print_row(row)
+        self.out.flush()
+
+    def _print_row(self, row: HistoryRow) -> None:
+        # As in a local run: answers on stdout, everything else dimmed on stderr.
+        if row.role == "user":
+            if self.show_user:
+                print(bold("user> ") + safe(row.body), file=self.out)
+        elif row.role == "assistant":
+            if row.thinking and not self.hide_reasoning:
+                print(dim(safe(row.thinking)), file=self.err)
+            if row.body:
+                print(safe(row.body), file=self.out, flush=True)
+            for call in row.tool_calls:
+                print(dim(f"→ {safe(call.name)} {safe(_arguments(call.arguments))}"), file=self.err)
+        elif row.role == "tool":
+            result = clip(row.body, TOOL_RESULT_CHARS)
+            print(dim(f"← {safe(row.tool_name or 'tool')}: {safe(result)}"), file=self.err)
+        self.err.flush()
+
+    async def catch_up(self) -> None:
+        """Print every stored row after the cursor (one fence for the whole scan)."""
+        through: int | None = None
+        after = self.cursor
+        while True:
+            page = await self.client.history(
+                self.session_id, through=through, after=after, limit=500
+            )
+            through = page.through
+            self.show(page.rows)
+            if page.next_after is None:
+                return
+            after = page.next_after
+
+    async def skip_to_end(self, keep: int) -> None:
+        """Move the cursor to the newest row, printing only the last ``keep`` rows."""
+        through: int | None = None
+        after: Position | None = None
+        last: Position | None = None
+        tail: list[HistoryRow] = []
+        while True:
+            page = await self.client.history(
+                self.session_id, through=through, after=after, limit=500
+            )
+            through = page.through
+            if keep:
+                tail = [*tail, *(r for r in page.rows if not r.internal)][-keep:]
+            if page.rows:
+                last = page.rows[-1].position
+            if page.next_after is None:
+                break
+            after = page.next_after
+        self.cursor = None
+        self.show(tuple(tail))
+        if last is not None:
+            self.cursor = last
+
+    # -- approvals ----------------------------------------------------------------------
+    async def answer(self, pending: tuple[Interaction, ...]) -> None:
+        for interaction in pending:
+            if interaction.id in self._asked:
+                continue
+            self._asked.add(interaction.id)
+            call = interaction.tool_call
+            print(
+                f"\n{bold('Approve ' + safe(call.name) + '?')} {safe(interaction.reason)}\n"
+                f"  {dim(safe(_arguments(call.arguments)))}",
+                file=self.err,
+            )
+            if self.lines is None:
+                print(dim("  (waiting for another client to answer)"), file=self.err)
+                continue
+            print("  [y/N] ", end="", file=self.err, flush=True)
+            line = await self.lines.readline()
+            if line is None:
+                self.lines = None  # no more input: leave approvals to other clients
+                print(dim("\n  (no input left: another client can answer)"), file=self.err)
+                continue
+            approve = line.strip().lower() in ("y", "yes")
+            response = ApproveResponse() if approve else DenyResponse(reason=DENIED_IN_TERMINAL)
+            await self._respond(interaction, response)
+
+    async def _respond(
+        self, interaction: Interaction, response: ApproveResponse | DenyResponse
+    ) -> None:
+        from emelex.service import InteractionSettled
+
+        try:
+            await self.client.respond(
+                self.session_id, interaction.id, response, operation=operation_ref()
+            )
+        except InteractionSettled:
+            print(dim("  (already answered by another client)"), file=self.err)
+
+    # -- following ----------------------------------------------------------------------
+    async def follow(
+        self,
+        done: Callable[[QueueSnapshot], bool],
+        on_queue: Callable[[QueueSnapshot], None] | None = None,
+    ) -> str:
+        """Watch until ``done`` holds for a queue snapshot ("done") or the watch ends
+        for good (its reason: "closed", "sessionDeleted")."""
+        while True:
+            async with self.client.watch(self.session_id, after=self.cursor) as updates:
+                async for update in updates:
+                    if isinstance(update, RowsPublished):
+                        self.show(update.rows)
+                    elif isinstance(update, QueueChanged):
+                        if on_queue is not None:
+                            on_queue(update.queue)
+                        if done(update.queue):
+                            # Rows of work that ended before this watch began arrive
+                            # after its first snapshot: read them from the store.
+                            await self.catch_up()
+                            return "done"
+                    elif isinstance(update, InteractionsChanged):
+                        await self.answer(update.pending)
+                    elif isinstance(update, WatchEnded):
+                        if update.reason != "lagged":
+                            return update.reason
+                        if update.resume_after is not None:
+                            self.cursor = max(
+                                self.cursor or update.resume_after, update.resume_after
+                            )
+                        break
+                else:
+                    return "closed"
+
+
+def invocation_gone(invocation_id: str) -> Callable[[QueueSnapshot], bool]:
+    """``done`` for one invocation: it has left the queue (finished, failed or stopped)."""
+
+    def gone(queue: QueueSnapshot) -> bool:
+        return all(entry.invocation_id != invocation_id for entry in queue.entries)
+
+    return gone
