@@ -14,20 +14,36 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from emelex.service._errors import (
         AttachmentError,
+        ExternalFilterUnsupported,
         ForkRefused,
+        GitLimitExceeded,
+        GitRepositoryError,
+        GitUnsupported,
         HostClosed,
         InteractionSettled,
+        NotRepositoryRoot,
         OperationConflict,
         QueueFull,
         ServiceError,
+        SparseCheckoutUnsupported,
+        SubmoduleUnsupported,
         UnknownAgent,
         UnknownInteraction,
         UnknownInvocation,
+        UnknownPatch,
         UnknownSession,
     )
     from emelex.service._host import Host
 
 _LAZY = {
+    "ExternalFilterUnsupported": "emelex.service._errors",
+    "GitLimitExceeded": "emelex.service._errors",
+    "GitRepositoryError": "emelex.service._errors",
+    "GitUnsupported": "emelex.service._errors",
+    "NotRepositoryRoot": "emelex.service._errors",
+    "SparseCheckoutUnsupported": "emelex.service._errors",
+    "SubmoduleUnsupported": "emelex.service._errors",
+    "UnknownPatch": "emelex.service._errors",
     "AttachmentError": "emelex.service._errors",
     "Host": "emelex.service._host",
     "ForkRefused": "emelex.service._errors",
@@ -43,6 +59,14 @@ _LAZY = {
 }
 
 __all__ = [
+    "ExternalFilterUnsupported",
+    "GitLimitExceeded",
+    "GitRepositoryError",
+    "GitUnsupported",
+    "NotRepositoryRoot",
+    "SparseCheckoutUnsupported",
+    "SubmoduleUnsupported",
+    "UnknownPatch",
     "AttachmentError",
     "ForkRefused",
     "Host",

@@ -1,0 +1,177 @@
+"""A fast reader of Git's index file (versions 2 to 4) and its cache-tree extension.
+
+dulwich builds one object per entry and drops the cache-tree, which made reading a
+10,000-entry index cost several times a whole ``git status``. Status needs only each
+entry's stat data, mode and blob name, and the cache-tree lets it skip every directory
+whose tree still matches HEAD, exactly as Git does. The checksum is verified.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from typing import Final, NamedTuple
+
+from emelex.contracts import MAX_GIT_ENTRIES
+from emelex.service._errors import (
+    GitLimitExceeded,
+    GitRepositoryError,
+    GitUnsupported,
+    SparseCheckoutUnsupported,
+    SubmoduleUnsupported,
+)
+from emelex.service._gitformat import MODE_GITLINK
+
+#: Bytes of an index file the Host reads (about 4 million short entries).
+MAX_INDEX_BYTES: Final = 512 * 1024 * 1024
+_ENTRY: Final = struct.Struct(">10I20sH")
+_HEADER: Final = struct.Struct(">4sII")
+_EXTENDED: Final = 0x4000
+_STAGE: Final = 0x3000
+_NAME: Final = 0x0FFF
+_SKIP_WORKTREE: Final = 0x4000
+_INTENT_TO_ADD: Final = 0x2000
+
+
+class Tracked(NamedTuple):
+    """One index entry's fixed fields exactly as stored (stat data is 32 bits wide)."""
+
+    ctime_s: int
+    ctime_ns: int
+    mtime_s: int
+    mtime_ns: int
+    dev: int
+    ino: int
+    mode: int
+    uid: int
+    gid: int
+    size: int
+    sha: bytes
+    flags: int
+
+    @property
+    def oid(self) -> str:
+        return self.sha.hex()
+
+
+class GitIndex(NamedTuple):
+    entries: dict[bytes, Tracked]
+    #: Valid cache-tree nodes: ``dir/`` (``b""`` for the root) -> tree object name.
+    trees: dict[bytes, str]
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    # Git's offset encoding (index v4 path prefix lengths).
+    byte = data[at]
+    at += 1
+    value = byte & 0x7F
+    while byte & 0x80:
+        byte = data[at]
+        at += 1
+        value = ((value + 1) << 7) | (byte & 0x7F)
+    return value, at
+
+
+def parse_index(data: bytes, where: str) -> GitIndex:
+    """Parse a whole index file. Raises GitRepositoryError when it is malformed and a
+    GitUnsupported subclass for content status cannot honour."""
+    try:
+        return _parse(data, where)
+    except (struct.error, IndexError, ValueError) as exc:
+        raise GitRepositoryError(f"{where}: malformed index ({exc})") from exc
+
+
+def _parse(data: bytes, where: str) -> GitIndex:
+    if len(data) > MAX_INDEX_BYTES:
+        raise GitLimitExceeded("git index bytes", MAX_INDEX_BYTES, len(data))
+    signature, version, count = _HEADER.unpack_from(data, 0)
+    if signature != b"DIRC" or version not in (2, 3, 4):
+        raise GitRepositoryError(f"{where}: not an index file of version 2, 3 or 4")
+    if count > MAX_GIT_ENTRIES:
+        raise GitLimitExceeded("git index entries", MAX_GIT_ENTRIES, count)
+    body, trailer = data[:-20], data[-20:]
+    if trailer != b"\0" * 20 and hashlib.sha1(body, usedforsecurity=False).digest() != trailer:
+        raise GitRepositoryError(f"{where}: index checksum mismatch")
+    entries: dict[bytes, Tracked] = {}
+    at = _HEADER.size
+    previous = b""
+    unpack = _ENTRY.unpack_from
+    make = Tracked._make
+    fixed = _ENTRY.size
+    for _ in range(count):
+        # The hot loop of opening a repository: one unpack, one slice, one insert.
+        entry = make(unpack(data, at))
+        flags = entry.flags
+        name_at = at + fixed
+        if flags & (_EXTENDED | _STAGE) or entry.mode == MODE_GITLINK or version == 4:
+            name_at = _refuse(entry, data, at, name_at)
+        if version == 4:
+            strip, name_at = _varint(data, name_at)
+            end = data.index(b"\0", name_at)
+            name = previous[: len(previous) - strip] + data[name_at:end]
+            previous = name
+            at = end + 1
+        else:
+            length = flags & _NAME
+            end = name_at + length if length < _NAME else data.index(b"\0", name_at)
+            name = data[name_at:end]
+            at += ((end - at) // 8 + 1) * 8  # 1 to 8 NULs pad an entry to 8 bytes
+        entries[name] = entry
+    trees: dict[bytes, str] = {}
+    while at + 8 <= len(body):
+        ext, ext_size = struct.unpack_from(">4sI", data, at)
+        at += 8
+        chunk = data[at : at + ext_size]
+        at += ext_size
+        if ext == b"TREE":
+            _cache_tree(chunk, trees)
+        elif ext in (b"link", b"sdir"):
+            kind = "a split index" if ext == b"link" else "a sparse index"
+            raise GitUnsupported(f"{where}: {kind} is not supported")
+        elif not b"A" <= ext[:1] <= b"Z":
+            raise GitUnsupported(f"{where}: required index extension {ext!r} is unknown")
+    return GitIndex(entries, trees)
+
+
+def _refuse(entry: Tracked, data: bytes, at: int, name_at: int) -> int:
+    """Check an entry with flags the fast path does not handle; returns where its name
+    starts (after the extended flags)."""
+    shown = data[name_at + 2 if entry.flags & _EXTENDED else name_at :][:64]
+    if entry.flags & _STAGE:
+        raise GitUnsupported(f"the index has unmerged entries ({shown!r}...): finish the merge")
+    if entry.mode == MODE_GITLINK:
+        raise SubmoduleUnsupported(f"the index holds a submodule ({shown!r}...)")
+    if entry.mode == 0o040000:
+        raise SparseCheckoutUnsupported("the index holds sparse directory entries")
+    if not entry.flags & _EXTENDED:
+        return name_at
+    (extended,) = struct.unpack_from(">H", data, name_at)
+    if extended & _SKIP_WORKTREE:
+        raise SparseCheckoutUnsupported(f"{shown!r}... is outside the sparse checkout")
+    if extended & _INTENT_TO_ADD:
+        raise GitUnsupported(f"{shown!r}... is an intent-to-add entry (git add -N)")
+    return name_at + 2
+
+
+def _cache_tree(chunk: bytes, trees: dict[bytes, str]) -> None:
+    # Pre-order nodes: "name\0<entries> <subtrees>\n<sha>" (no sha when entries is -1).
+    at = 0
+    stack: list[tuple[bytes, int]] = []  # (prefix, children left)
+    while at < len(chunk):
+        end = chunk.index(b"\0", at)
+        name = chunk[at:end]
+        line_end = chunk.index(b"\n", end)
+        entry_count, subtrees = chunk[end + 1 : line_end].split(b" ")
+        at = line_end + 1
+        while stack and stack[-1][1] == 0:
+            stack.pop()
+        if stack:
+            parent, left = stack[-1]
+            stack[-1] = (parent, left - 1)
+            prefix = parent + name + b"/"
+        else:
+            prefix = b""
+        if int(entry_count) >= 0:
+            trees[prefix] = chunk[at : at + 20].hex()
+            at += 20
+        stack.append((prefix, int(subtrees)))
