@@ -86,9 +86,16 @@ def staged_changes(repo: Repository, abort: threading.Event | None) -> list[Chan
     if b"" in skipped:
         return []  # the index's cache-tree says the whole index is HEAD's tree
     changes = []
-    for path, tracked in repo.index.items():
-        if skipped and any(parent in skipped for parent in parents(path)):
-            continue
+    covered: dict[bytes, bool] = {}  # directory -> lies below a skipped directory
+    for path, offset in repo.index.offsets.items():
+        if skipped:
+            directory = path[: path.rfind(b"/") + 1]
+            hidden = covered.get(directory)
+            if hidden is None:
+                hidden = covered[directory] = any(p in skipped for p in parents(directory))
+            if hidden:
+                continue
+        tracked = repo.index.at(offset)
         before = head.get(path)
         if before is None:
             changes.append(Change(path, None, tracked.mode, None, tracked.oid))

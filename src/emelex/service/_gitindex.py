@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from collections.abc import Iterator
 from typing import Final, NamedTuple
 
 from emelex.contracts import MAX_GIT_ENTRIES
@@ -24,7 +25,10 @@ from emelex.service._gitformat import MODE_GITLINK
 
 #: Bytes of an index file the Host reads (about 4 million short entries).
 MAX_INDEX_BYTES: Final = 512 * 1024 * 1024
-_ENTRY: Final = struct.Struct(">10I20sH")
+#: An entry's fixed part: ctime s/ns, mtime s/ns, dev, ino, mode, uid, gid, size, sha, flags.
+ENTRY: Final = struct.Struct(">10I20sH")
+#: Just the mode and the flags of an entry (what opening checks).
+_MODE_FLAGS: Final = struct.Struct(">24xI32xH")
 _HEADER: Final = struct.Struct(">4sII")
 _EXTENDED: Final = 0x4000
 _STAGE: Final = 0x3000
@@ -54,10 +58,39 @@ class Tracked(NamedTuple):
         return self.sha.hex()
 
 
-class GitIndex(NamedTuple):
-    entries: dict[bytes, Tracked]
-    #: Valid cache-tree nodes: ``dir/`` (``b""`` for the root) -> tree object name.
-    trees: dict[bytes, str]
+class GitIndex:
+    """The entries of one index file, unpacked on demand from its bytes (a status looks
+    at every entry once; building 10,000 objects up front cost more than the lookups)."""
+
+    def __init__(self, data: bytes, offsets: dict[bytes, int], trees: dict[bytes, str]) -> None:
+        self.data = data
+        #: path -> offset of its entry in ``data``.
+        self.offsets = offsets
+        #: Valid cache-tree nodes: ``dir/`` (``b""`` for the root) -> tree object name.
+        self.trees = trees
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def __contains__(self, path: object) -> bool:
+        return path in self.offsets
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.offsets)
+
+    def at(self, offset: int) -> Tracked:
+        return Tracked._make(ENTRY.unpack_from(self.data, offset))
+
+    def get(self, path: bytes) -> Tracked | None:
+        offset = self.offsets.get(path)
+        return None if offset is None else self.at(offset)
+
+    def items(self) -> Iterator[tuple[bytes, Tracked]]:
+        for path, offset in self.offsets.items():
+            yield path, self.at(offset)
+
+
+EMPTY_INDEX: Final = GitIndex(b"", {}, {})
 
 
 def _varint(data: bytes, at: int) -> tuple[int, int]:
@@ -92,31 +125,29 @@ def _parse(data: bytes, where: str) -> GitIndex:
     body, trailer = data[:-20], data[-20:]
     if trailer != b"\0" * 20 and hashlib.sha1(body, usedforsecurity=False).digest() != trailer:
         raise GitRepositoryError(f"{where}: index checksum mismatch")
-    entries: dict[bytes, Tracked] = {}
+    offsets: dict[bytes, int] = {}
     at = _HEADER.size
     previous = b""
-    unpack = _ENTRY.unpack_from
-    make = Tracked._make
-    fixed = _ENTRY.size
+    mode_flags = _MODE_FLAGS.unpack_from
+    fixed = ENTRY.size
     for _ in range(count):
         # The hot loop of opening a repository: one unpack, one slice, one insert.
-        entry = make(unpack(data, at))
-        flags = entry.flags
+        mode, flags = mode_flags(data, at)
         name_at = at + fixed
-        if flags & (_EXTENDED | _STAGE) or entry.mode == MODE_GITLINK or version == 4:
-            name_at = _refuse(entry, data, at, name_at)
+        if flags & (_EXTENDED | _STAGE) or mode == MODE_GITLINK or version == 4:
+            name_at = _refuse(mode, flags, data, name_at)
         if version == 4:
             strip, name_at = _varint(data, name_at)
             end = data.index(b"\0", name_at)
             name = previous[: len(previous) - strip] + data[name_at:end]
             previous = name
+            offsets[name] = at
             at = end + 1
         else:
             length = flags & _NAME
             end = name_at + length if length < _NAME else data.index(b"\0", name_at)
-            name = data[name_at:end]
+            offsets[data[name_at:end]] = at
             at += ((end - at) // 8 + 1) * 8  # 1 to 8 NULs pad an entry to 8 bytes
-        entries[name] = entry
     trees: dict[bytes, str] = {}
     while at + 8 <= len(body):
         ext, ext_size = struct.unpack_from(">4sI", data, at)
@@ -130,20 +161,20 @@ def _parse(data: bytes, where: str) -> GitIndex:
             raise GitUnsupported(f"{where}: {kind} is not supported")
         elif not b"A" <= ext[:1] <= b"Z":
             raise GitUnsupported(f"{where}: required index extension {ext!r} is unknown")
-    return GitIndex(entries, trees)
+    return GitIndex(data, offsets, trees)
 
 
-def _refuse(entry: Tracked, data: bytes, at: int, name_at: int) -> int:
+def _refuse(mode: int, flags: int, data: bytes, name_at: int) -> int:
     """Check an entry with flags the fast path does not handle; returns where its name
     starts (after the extended flags)."""
-    shown = data[name_at + 2 if entry.flags & _EXTENDED else name_at :][:64]
-    if entry.flags & _STAGE:
+    shown = data[name_at + 2 if flags & _EXTENDED else name_at :][:64]
+    if flags & _STAGE:
         raise GitUnsupported(f"the index has unmerged entries ({shown!r}...): finish the merge")
-    if entry.mode == MODE_GITLINK:
+    if mode == MODE_GITLINK:
         raise SubmoduleUnsupported(f"the index holds a submodule ({shown!r}...)")
-    if entry.mode == 0o040000:
+    if mode == 0o040000:
         raise SparseCheckoutUnsupported("the index holds sparse directory entries")
-    if not entry.flags & _EXTENDED:
+    if not flags & _EXTENDED:
         return name_at
     (extended,) = struct.unpack_from(">H", data, name_at)
     if extended & _SKIP_WORKTREE:

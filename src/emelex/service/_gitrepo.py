@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import stat
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Final
 
@@ -32,7 +33,7 @@ from emelex.service._errors import (
     SubmoduleUnsupported,
 )
 from emelex.service._gitformat import MODE_GITLINK
-from emelex.service._gitindex import MAX_INDEX_BYTES, GitIndex, Tracked, parse_index
+from emelex.service._gitindex import EMPTY_INDEX, MAX_INDEX_BYTES, GitIndex, parse_index
 from emelex.tools.workspace import Workspace, WorkspaceError
 
 #: Bytes read from one attributes or ignore file.
@@ -60,9 +61,7 @@ class Repository:
     config: StackedConfig
     head: str | None
     head_ref: bytes | None
-    index: dict[bytes, Tracked]
-    #: Cache-tree nodes of the index still valid: ``dir/`` -> tree object name.
-    trees: dict[bytes, str]
+    index: GitIndex
     #: mtime of the index file: entries modified at or after it are racily clean.
     index_mtime_ns: int
     file_mode: bool
@@ -96,7 +95,7 @@ class Repository:
             while pending:
                 check(abort)
                 prefix, tree_id = pending.pop()
-                if self.trees.get(prefix) == tree_id.decode("ascii"):
+                if self.index.trees.get(prefix) == tree_id.decode("ascii"):
                     skipped.add(prefix)
                     continue
                 tree = store[tree_id]
@@ -242,24 +241,44 @@ def _checked(workspace: Workspace, repo: Repo) -> Repository:
         config=config,
         head=None if head is None else head.decode("ascii"),
         head_ref=None if head_ref is None else bytes(head_ref),
-        index=index.entries,
-        trees=index.trees,
+        index=index,
         index_mtime_ns=mtime,
         file_mode=flag(b"core", b"fileMode", True),
     )
+
+
+#: Parsed indexes kept between observations (a UI asks for status again and again):
+#: keyed by the file's identity and stat data, so a rewritten index (Git renames a new
+#: one into place) is parsed afresh. Small indexes only, a few of them.
+_INDEX_CACHE: OrderedDict[tuple[str, int, int, int, int, int], GitIndex] = OrderedDict()
+_INDEX_CACHE_LOCK = threading.Lock()
+_INDEX_CACHE_ENTRIES: Final = 4
+_INDEX_CACHE_MAX_BYTES: Final = 16 * 1024 * 1024
 
 
 def _read_index(repo: Repo) -> tuple[GitIndex, int]:
     path = repo.index_path()
     try:
         with open(path, "rb") as handle:
-            mtime = os.fstat(handle.fileno()).st_mtime_ns
+            info = os.fstat(handle.fileno())
+            key = (path, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+            with _INDEX_CACHE_LOCK:
+                cached = _INDEX_CACHE.get(key)
+                if cached is not None:
+                    _INDEX_CACHE.move_to_end(key)
+                    return cached, info.st_mtime_ns
             data = handle.read(MAX_INDEX_BYTES + 1)
     except FileNotFoundError:
-        return GitIndex({}, {}), 0
+        return EMPTY_INDEX, 0
     except OSError as exc:
         raise GitRepositoryError(f"cannot read the index: {exc}") from exc
-    return parse_index(data, path), mtime
+    index = parse_index(data, path)
+    if len(data) == info.st_size and len(data) <= _INDEX_CACHE_MAX_BYTES:
+        with _INDEX_CACHE_LOCK:
+            _INDEX_CACHE[key] = index
+            while len(_INDEX_CACHE) > _INDEX_CACHE_ENTRIES:
+                _INDEX_CACHE.popitem(last=False)
+    return index, info.st_mtime_ns
 
 
 def attribute_problem(data: bytes) -> tuple[type[GitUnsupported], str] | None:

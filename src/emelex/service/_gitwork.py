@@ -10,6 +10,7 @@ clean) is not read at all.
 
 from __future__ import annotations
 
+import bisect
 import errno
 import hashlib
 import io
@@ -25,12 +26,11 @@ from dulwich.ignore import IgnoreFilter, IgnoreFilterManager, read_ignore_patter
 from emelex.contracts import MAX_GIT_ENTRIES
 from emelex.service._errors import GitLimitExceeded, GitRepositoryError
 from emelex.service._gitformat import MODE_EXECUTABLE, MODE_FILE, MODE_SYMLINK, Side, blob_id
-from emelex.service._gitindex import Tracked
+from emelex.service._gitindex import ENTRY, Tracked
 from emelex.service._gitrepo import (
     MAX_CONTROL_FILE_BYTES,
     Repository,
     check,
-    parents,
     raise_for_attributes,
 )
 from emelex.tools.workspace import (
@@ -45,7 +45,11 @@ from emelex.tools.workspace._root import DIR_FLAGS
 _MASK: Final = 0xFFFFFFFF
 _FS_ENCODING: Final = sys.getfilesystemencoding()
 _CHUNK: Final = 1024 * 1024
-_CHECK_EVERY: Final = 128
+#: Check the abort flag every 128 entries of a directory (and between directories).
+_CHECK_MASK: Final = 127
+_S_IFMT: Final = stat.S_IFMT(0o177777)
+_S_IFREG: Final = stat.S_IFREG
+_S_IFDIR: Final = stat.S_IFDIR
 
 
 @attrs.frozen
@@ -272,7 +276,6 @@ class WorkTreeScan:
 
     changed: list[Change] = attrs.field(factory=list)
     untracked: list[tuple[bytes, int | None]] = attrs.field(factory=list)
-    seen: set[bytes] = attrs.field(factory=set)
 
 
 class _Walk:
@@ -280,9 +283,12 @@ class _Walk:
         self.repo = repo
         self.abort = abort
         self.index = repo.index
-        directories = {path[: path.rfind(b"/") + 1] for path in repo.index}
-        self.tracked_dirs = {parent for d in directories for parent in parents(d)}
+        #: Index paths in index order, which is bytewise order: a directory holds
+        #: tracked files when the first path at or after ``dir/`` starts with it.
+        self.paths = list(repo.index.offsets)
         self.scan = WorkTreeScan()
+        #: Index entries the walk has not met yet: what is left at the end is deleted.
+        self.remaining = dict(repo.index.offsets)
         self.ignores = Ignores(repo)
 
     def run(self) -> WorkTreeScan:
@@ -291,14 +297,14 @@ class _Walk:
             self._directory(root, b"")
         finally:
             os.close(root)
-        for path, tracked in self.index.items():
-            if path not in self.scan.seen:
-                self.scan.changed.append(Change(path, tracked.mode, None, tracked.oid, None))
-                if path.endswith(b".gitattributes") and (
-                    path == b".gitattributes" or path.endswith(b"/.gitattributes")
-                ):
-                    data = self.repo.blob(tracked.oid, MAX_CONTROL_FILE_BYTES)
-                    raise_for_attributes(data, _shown(path))
+        for path, offset in self.remaining.items():
+            tracked = self.index.at(offset)
+            self.scan.changed.append(Change(path, tracked.mode, None, tracked.oid, None))
+            if path.endswith(b".gitattributes") and (
+                path == b".gitattributes" or path.endswith(b"/.gitattributes")
+            ):
+                data = self.repo.blob(tracked.oid, MAX_CONTROL_FILE_BYTES)
+                raise_for_attributes(data, _shown(path))
         self.scan.changed.sort(key=lambda change: change.path)
         self.scan.untracked.sort()
         return self.scan
@@ -312,13 +318,15 @@ class _Walk:
 
     def _directory(self, dir_fd: int, prefix: bytes) -> None:
         check(self.abort)
-        # The hot loop of status: locals and an inlined stat-cache test (profiled).
-        index_get = self.index.get
-        seen = self.scan.seen
+        # The hot loop of status (profiled): locals, one dict pop per entry (it finds the
+        # index entry and marks it seen), and Git's stat-cache test inlined.
+        remaining = self.remaining
+        index_data = self.index.data
+        unpack = ENTRY.unpack_from
         racy_from = self.repo.index_mtime_ns
         file_mode = self.repo.file_mode
         for count, entry in enumerate(self._entries(dir_fd, prefix)):
-            if count % _CHECK_EVERY == _CHECK_EVERY - 1:
+            if not count & _CHECK_MASK:
                 check(self.abort)
             if entry.name == ".git":
                 continue  # the repository itself (a nested one is found by its parent)
@@ -335,32 +343,34 @@ class _Walk:
                 data = read_control(self.repo.workspace, path)
                 if data is not None:
                     raise_for_attributes(data, _shown(path))
-            tracked = index_get(path)
-            if tracked is not None and stat.S_ISREG(st_mode):
-                seen.add(path)
-                mtime = tracked.mtime_s * 1_000_000_000 + tracked.mtime_ns
+            offset = remaining.pop(path, None)
+            if offset is not None and st_mode & _S_IFMT == _S_IFREG:
+                cs, cn, ms, mn, _dev, ino, mode, uid, gid, size, _sha, _flags = unpack(
+                    index_data, offset
+                )
+                mtime = ms * 1_000_000_000 + mn
                 if (
                     mtime < racy_from
                     and mtime == info.st_mtime_ns
-                    and tracked.ctime_s * 1_000_000_000 + tracked.ctime_ns == info.st_ctime_ns
-                    and tracked.size == info.st_size & _MASK
-                    and tracked.ino == info.st_ino & _MASK
-                    and tracked.uid == info.st_uid & _MASK
-                    and tracked.gid == info.st_gid & _MASK
+                    and cs * 1_000_000_000 + cn == info.st_ctime_ns
+                    and size == info.st_size & _MASK
+                    and ino == info.st_ino & _MASK
+                    and uid == info.st_uid & _MASK
+                    and gid == info.st_gid & _MASK
                     and (
-                        not file_mode
-                        or (st_mode & stat.S_IXUSR != 0) == (tracked.mode == MODE_EXECUTABLE)
+                        (mode == MODE_EXECUTABLE) == bool(st_mode & stat.S_IXUSR)
+                        if file_mode
+                        else mode != MODE_SYMLINK
                     )
-                    and tracked.mode != MODE_SYMLINK
                 ):
                     continue
-                self._compare(dir_fd, entry.name, path, info, tracked)
-                continue
-            if stat.S_ISDIR(st_mode):
+                self._compare(dir_fd, entry.name, path, info, self.index.at(offset))
+            elif st_mode & _S_IFMT == _S_IFDIR:
+                if offset is not None:
+                    self._compare(dir_fd, entry.name, path, info, self.index.at(offset))
                 self._subdirectory(dir_fd, entry.name, path)
-            elif tracked is not None:
-                seen.add(path)
-                self._compare(dir_fd, entry.name, path, info, tracked)
+            elif offset is not None:
+                self._compare(dir_fd, entry.name, path, info, self.index.at(offset))
             elif (stat.S_ISREG(st_mode) or stat.S_ISLNK(st_mode)) and not self.ignores.ignored(
                 path, directory=False
             ):
@@ -372,7 +382,8 @@ class _Walk:
             raise GitLimitExceeded("git untracked entries", MAX_GIT_ENTRIES)
 
     def _subdirectory(self, dir_fd: int, name: str, path: bytes) -> None:
-        tracked = path + b"/" in self.tracked_dirs
+        index = bisect.bisect_left(self.paths, path + b"/")
+        tracked = index < len(self.paths) and self.paths[index].startswith(path + b"/")
         if not tracked and (self.ignores.prunes(path) or self.ignores.ignored(path, True)):
             return
         try:
