@@ -40,8 +40,10 @@ def git_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-def git(root: Path | str, *args: str | bytes, input: bytes | None = None) -> bytes:
-    """Run git in ``root`` (fixed identity and dates); its stdout."""
+def git(
+    root: Path | str, *args: str | bytes, input: bytes | None = None, check: bool = True
+) -> bytes:
+    """Run git in ``root`` (fixed identity); its stdout. ``check``: fail on an error."""
     assert GIT is not None
     env = dict(os.environ)
     env.update(
@@ -59,7 +61,7 @@ def git(root: Path | str, *args: str | bytes, input: bytes | None = None) -> byt
         timeout=120,
         check=False,
     )
-    if done.returncode != 0:
+    if check and done.returncode != 0:
         raise AssertionError(f"git {args!r} failed: {done.stderr.decode(errors='replace')}")
     return done.stdout
 

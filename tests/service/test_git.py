@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import os
-import subprocess
 import tempfile
 import threading
 from pathlib import Path
@@ -34,6 +33,7 @@ from emelex.contracts import (
 )
 from emelex.service import (
     ExternalFilterUnsupported,
+    GitRepositoryError,
     GitUnsupported,
     Host,
     NotRepositoryRoot,
@@ -344,6 +344,38 @@ def test_submodules_are_refused(tmp_path: Path, git_home: Path) -> None:
         diff_sync(str(root), "staged", b"mod")
 
 
+def test_merges_in_progress_intent_to_add_and_damage_are_typed_errors(
+    tmp_path: Path, git_home: Path
+) -> None:
+    root = init(tmp_path / "repo")
+    write(root, "a.txt", "base\n")
+    commit(root)
+    git(root, "checkout", "-q", "-b", "other")
+    write(root, "a.txt", "other\n")
+    commit(root)
+    git(root, "checkout", "-q", "main")
+    write(root, "a.txt", "main\n")
+    commit(root)
+    git(root, "merge", "-q", "other", check=False)  # a conflict: the merge stops
+    with pytest.raises(GitUnsupported, match="unmerged"):
+        status_sync(str(root))
+    git(root, "merge", "--abort")
+    write(root, "later.txt", "later\n")
+    git(root, "add", "-N", "later.txt")
+    with pytest.raises(GitUnsupported, match="intent-to-add"):
+        status_sync(str(root))
+    git(root, "rm", "-q", "--cached", "later.txt")
+    index = root / ".git" / "index"
+    data = bytearray(index.read_bytes())
+    data[40] ^= 0xFF  # inside the first entry: the checksum no longer matches
+    index.write_bytes(bytes(data))
+    with pytest.raises(GitRepositoryError, match="checksum"):
+        status_sync(str(root))
+    index.write_bytes(b"DIRC\x00\x00\x00\x09")
+    with pytest.raises(GitRepositoryError):
+        status_sync(str(root))
+
+
 def test_hooks_and_fsmonitor_never_run(tmp_path: Path, git_home: Path) -> None:
     root = init(tmp_path / "repo")
     marker = tmp_path / "ran"
@@ -407,6 +439,7 @@ def test_binary_unchanged_and_unsupported_results(tmp_path: Path, git_home: Path
     assert isinstance(diff_sync(str(root), "worktree", b"same.txt"), GitUnchangedDiff)
     assert isinstance(diff_sync(str(root), "staged", b"same.txt"), GitUnchangedDiff)
     assert isinstance(diff_sync(str(root), "worktree", b"never/was.txt"), GitUnchangedDiff)
+    assert isinstance(diff_sync(str(root), "staged", b"same.txt/below"), GitUnchangedDiff)
     write(root, "latin.txt", b"na\xefve\n")
     assert diff_sync(str(root), "worktree", b"latin.txt") == GitUnsupportedDiff(
         path=base64.b64encode(b"latin.txt").decode(),  # type: ignore[arg-type]
@@ -518,11 +551,7 @@ def _edit(root: Path, op: str, name: str, data: bytes) -> None:
     elif op == "add" and (path.exists() or path.is_symlink()):
         git(root, "add", "--", name)
     elif op == "unstage":
-        subprocess.run(
-            ["git", "-C", str(root), "rm", "-q", "--cached", "--", name],
-            capture_output=True,
-            check=False,
-        )
+        git(root, "rm", "-q", "--cached", "--", name, check=False)
     elif op == "commit":
         commit(root)
 

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from dulwich.errors import NotTreeError
 from dulwich.object_store import tree_lookup_path
 from dulwich.objects import Commit
 
@@ -41,6 +42,7 @@ from emelex.service._gitformat import (
     same_kind,
 )
 from emelex.service._gitrepo import (
+    OBJECT_ERRORS,
     Repository,
     check,
     open_repository,
@@ -146,9 +148,9 @@ def head_side(repo: Repository, path: bytes, limit: int) -> Side | None:
         if not isinstance(commit, Commit):
             raise GitRepositoryError(f"HEAD names {repo.head}, which is not a commit")
         mode, oid = tree_lookup_path(repo.repo.object_store.__getitem__, commit.tree, path)
-    except KeyError:
-        return None
-    except (ValueError, TypeError) as exc:
+    except (KeyError, NotTreeError):
+        return None  # absent, or below a file of HEAD
+    except (*OBJECT_ERRORS, TypeError) as exc:
         raise GitRepositoryError(f"cannot look {path!r} up in HEAD: {exc}") from exc
     if mode not in _MODE_NAMES:
         return None  # a tree (the path names a directory in HEAD)

@@ -11,16 +11,22 @@ from __future__ import annotations
 import os
 import stat
 import threading
+import zlib
 from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Final
 
 import attrs
 from dulwich.config import StackedConfig
-from dulwich.errors import NotGitRepository
+from dulwich.errors import (
+    ApplyDeltaError,
+    ChecksumMismatch,
+    NotGitRepository,
+    ObjectFormatException,
+)
 from dulwich.objects import Blob, Commit, ObjectID, Tree
 from dulwich.refs import Ref
-from dulwich.repo import Repo
+from dulwich.repo import Repo, UnsupportedExtension, UnsupportedVersion
 
 from emelex.contracts import MAX_GIT_ENTRIES
 from emelex.service._errors import (
@@ -41,6 +47,17 @@ MAX_CONTROL_FILE_BYTES: Final = 1024 * 1024
 #: Attributes that make Git convert content between the index and the working tree.
 _CONVERTING: Final = (b"text", b"eol", b"crlf", b"ident", b"working-tree-encoding")
 _CHECK_EVERY: Final = 256
+
+
+#: What reading a damaged object or pack raises in dulwich (a missing one is KeyError).
+OBJECT_ERRORS: Final = (
+    ValueError,
+    OSError,
+    zlib.error,
+    ChecksumMismatch,
+    ObjectFormatException,
+    ApplyDeltaError,
+)
 
 
 class _Aborted(Exception):
@@ -113,7 +130,7 @@ class Repository:
                     raise GitLimitExceeded("HEAD tree entries", MAX_GIT_ENTRIES, len(found))
         except KeyError as exc:
             raise GitRepositoryError(f"HEAD's tree is incomplete: missing {exc}") from exc
-        except ValueError as exc:
+        except OBJECT_ERRORS as exc:
             raise GitRepositoryError(f"cannot read HEAD's tree: {exc}") from exc
         return found, skipped
 
@@ -123,6 +140,8 @@ class Repository:
             found = self.repo.object_store[ObjectID(oid.encode())]
         except KeyError as exc:
             raise GitRepositoryError(f"object {oid} is missing") from exc
+        except OBJECT_ERRORS as exc:
+            raise GitRepositoryError(f"cannot read object {oid}: {exc}") from exc
         if not isinstance(found, Blob):
             raise GitRepositoryError(f"object {oid} is not a blob")
         size = found.raw_length()
@@ -181,6 +200,8 @@ def _open(workspace: Workspace) -> Repository | None:
         repo = Repo(workspace.root)
     except NotGitRepository as exc:
         raise GitRepositoryError(f"{workspace.root}/.git is not a repository: {exc}") from exc
+    except (UnsupportedVersion, UnsupportedExtension) as exc:
+        raise GitUnsupported(f"repository format not supported: {exc}") from exc
     except (OSError, ValueError, KeyError) as exc:
         raise GitRepositoryError(f"cannot open the repository: {exc}") from exc
     try:
