@@ -40,8 +40,10 @@ from emelex.tools.workspace import (
     Workspace,
     WorkspaceError,
 )
-from emelex.tools.workspace._root import DIR_FLAGS
 
+#: How the walk opens a directory below its parent: never through a link (the flags the
+#: workspace layer lists directories with).
+DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _MASK: Final = 0xFFFFFFFF
 _FS_ENCODING: Final = sys.getfilesystemencoding()
 _CHUNK: Final = 1024 * 1024

@@ -21,6 +21,7 @@ import trio
 
 from emelex.contracts import (
     MAX_PATCH_BYTES,
+    OperationReceipt,
     PatchInfo,
     PatchPage,
     ReadPatchRequest,
@@ -163,8 +164,6 @@ async def snapshot_patch(host: Host, state: _SessionState, operation: str) -> Sn
 
 
 def _receipt(state: _SessionState, operation: str, captured: Captured) -> SnapshotPatchReceipt:
-    from emelex.service._host import _receipt as operation_receipt
-
     sequence = state.revision + 1
     info = from_wire(
         PatchInfo,
@@ -180,7 +179,15 @@ def _receipt(state: _SessionState, operation: str, captured: Captured) -> Snapsh
     )
     return SnapshotPatchReceipt(
         patch=info,
-        receipt=operation_receipt(operation, "snapshotPatch", state.session_id, sequence),
+        receipt=from_wire(
+            OperationReceipt,
+            {
+                "operation": operation,
+                "action": "snapshotPatch",
+                "sessionId": state.session_id,
+                "sequence": sequence,
+            },
+        ),
     )
 
 
