@@ -44,6 +44,7 @@ from emelex.service import (
     _gitwork,
 )
 from emelex.service._git import diff_sync, git_status, status_sync
+from emelex.service._patch import capture_sync
 from emelex.testing import ScriptedModel
 from tests.service.gitrepo import (
     commit,
@@ -274,6 +275,55 @@ def test_symlinked_directories_and_files_are_never_followed(tmp_path: Path, git_
         f"index {blob}..{'0' * 40}\n"
         "--- a/dir/a.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-a\n",
     )
+
+
+def test_symlink_swaps_during_reads_never_leak_outside_files(
+    tmp_path: Path, git_home: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "file.txt").write_text("TOP-SECRET file\n")
+    (outside / "inner.txt").write_text("TOP-SECRET inner\n")
+    root = init(tmp_path / "repo")
+    write(root, "file.txt", "public\n")
+    write(root, "sub/inner.txt", "public inner\n")
+    commit(root)
+    write(root, "file.txt", "public, edited\n")
+    stop = threading.Event()
+
+    def flip() -> None:
+        # Swap the file for a link to the outside file and back, and the directory for a
+        # link to the outside directory (same names inside) and back, as fast as possible.
+        while not stop.is_set():
+            os.symlink(outside / "file.txt", root / "link.tmp")
+            os.replace(root / "link.tmp", root / "file.txt")
+            (root / "file.tmp").write_text("public, edited\n")
+            os.replace(root / "file.tmp", root / "file.txt")
+            os.rename(root / "sub", root / "sub.real")
+            os.symlink(outside, root / "sub")
+            os.unlink(root / "sub")
+            os.rename(root / "sub.real", root / "sub")
+
+    flipper = threading.Thread(target=flip)
+    flipper.start()
+    seen = []
+    try:
+        for _ in range(150):
+            for call in (
+                lambda: diff_sync(str(root), "worktree", b"file.txt"),
+                lambda: diff_sync(str(root), "worktree", b"sub/inner.txt"),
+                lambda: status_sync(str(root)),
+                lambda: capture_sync(str(root)).data,
+            ):
+                try:
+                    seen.append(repr(call()))
+                except GitRepositoryError as exc:  # a file changed under a read: typed
+                    seen.append(str(exc))
+    finally:
+        stop.set()
+        flipper.join()
+    assert len(seen) == 600
+    assert not [found for found in seen if "TOP-SECRET" in found]
 
 
 # -- unsupported features ----------------------------------------------------------------
