@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import threading
 from collections.abc import Iterator
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from emelex.contracts import MAX_GIT_ENTRIES
 from emelex.service._errors import (
@@ -21,7 +22,7 @@ from emelex.service._errors import (
     SparseCheckoutUnsupported,
     SubmoduleUnsupported,
 )
-from emelex.service._gitformat import MODE_GITLINK
+from emelex.service._gitformat import MODE_EXECUTABLE, MODE_GITLINK, MODE_SYMLINK
 
 #: Bytes of an index file the Host reads (about 4 million short entries).
 MAX_INDEX_BYTES: Final = 512 * 1024 * 1024
@@ -58,6 +59,28 @@ class Tracked(NamedTuple):
         return self.sha.hex()
 
 
+#: What a working file's lstat must show for its index entry to be trusted unread:
+#: mtime and ctime (ns), then size, inode, uid, gid (32 bits, as the index keeps them)
+#: and the file type with the owner's execute bit.
+StatKey = tuple[int, ...]
+#: The key of an entry that must always be read (racily clean, or a symlink).
+NEVER: Final[StatKey] = (-1,)
+#: File type and owner-execute bits compared (only the type without core.fileMode).
+MODE_BITS: Final = 0o170100
+TYPE_BITS: Final = 0o170000
+
+
+def stat_key(fields: tuple[Any, ...], racy_from: int, file_mode: bool) -> StatKey:
+    cs, cn, ms, mn, _dev, ino, mode, uid, gid, size, _sha, _flags = fields
+    mtime = ms * 1_000_000_000 + mn
+    if mtime >= racy_from or mode == MODE_SYMLINK:
+        return NEVER  # written in the index's own instant, or a link: read it (like Git)
+    bits = 0o100100 if mode == MODE_EXECUTABLE else 0o100000
+    if not file_mode:
+        bits = 0o100000
+    return (mtime, cs * 1_000_000_000 + cn, size, ino, uid, gid, bits)
+
+
 class GitIndex:
     """The entries of one index file, unpacked on demand from its bytes (a status looks
     at every entry once; building 10,000 objects up front cost more than the lookups)."""
@@ -68,6 +91,23 @@ class GitIndex:
         self.offsets = offsets
         #: Valid cache-tree nodes: ``dir/`` (``b""`` for the root) -> tree object name.
         self.trees = trees
+        self._keys: dict[tuple[int, bool], dict[bytes, StatKey]] = {}
+        self._lock = threading.Lock()
+
+    def stat_keys(self, racy_from: int, file_mode: bool) -> dict[bytes, StatKey]:
+        """path -> the stat data a clean working file has (see :func:`stat_key`), built
+        once per index (parsed indexes are cached between observations)."""
+        with self._lock:
+            found = self._keys.get((racy_from, file_mode))
+            if found is None:
+                unpack = ENTRY.unpack_from
+                data = self.data
+                found = {
+                    path: stat_key(unpack(data, offset), racy_from, file_mode)
+                    for path, offset in self.offsets.items()
+                }
+                self._keys = {(racy_from, file_mode): found}
+            return found
 
     def __len__(self) -> int:
         return len(self.offsets)

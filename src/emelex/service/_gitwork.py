@@ -26,7 +26,7 @@ from dulwich.ignore import IgnoreFilter, IgnoreFilterManager, read_ignore_patter
 from emelex.contracts import MAX_GIT_ENTRIES
 from emelex.service._errors import GitLimitExceeded, GitRepositoryError
 from emelex.service._gitformat import MODE_EXECUTABLE, MODE_FILE, MODE_SYMLINK, Side, blob_id
-from emelex.service._gitindex import ENTRY, Tracked
+from emelex.service._gitindex import MODE_BITS, TYPE_BITS, Tracked
 from emelex.service._gitrepo import (
     MAX_CONTROL_FILE_BYTES,
     Repository,
@@ -49,9 +49,6 @@ _FS_ENCODING: Final = sys.getfilesystemencoding()
 _CHUNK: Final = 1024 * 1024
 #: Check the abort flag every 128 entries of a directory (and between directories).
 _CHECK_MASK: Final = 127
-_S_IFMT: Final = stat.S_IFMT(0o177777)
-_S_IFREG: Final = stat.S_IFREG
-_S_IFDIR: Final = stat.S_IFDIR
 
 
 @attrs.frozen
@@ -290,7 +287,8 @@ class _Walk:
         self.paths = list(repo.index.offsets)
         self.scan = WorkTreeScan()
         #: Index entries the walk has not met yet: what is left at the end is deleted.
-        self.remaining = dict(repo.index.offsets)
+        self.remaining = dict(repo.index.stat_keys(repo.index_mtime_ns, repo.file_mode))
+        self.mode_bits = MODE_BITS if repo.file_mode else TYPE_BITS
         self.ignores = Ignores(repo)
 
     def run(self) -> WorkTreeScan:
@@ -299,8 +297,9 @@ class _Walk:
             self._directory(root, b"")
         finally:
             os.close(root)
-        for path, offset in self.remaining.items():
-            tracked = self.index.at(offset)
+        for path in self.remaining:
+            tracked = self.index.get(path)
+            assert tracked is not None
             self.scan.changed.append(Change(path, tracked.mode, None, tracked.oid, None))
             if path.endswith(b".gitattributes") and (
                 path == b".gitattributes" or path.endswith(b"/.gitattributes")
@@ -321,12 +320,10 @@ class _Walk:
     def _directory(self, dir_fd: int, prefix: bytes) -> None:
         check(self.abort)
         # The hot loop of status (profiled): locals, one dict pop per entry (it finds the
-        # index entry and marks it seen), and Git's stat-cache test inlined.
+        # index entry and marks it seen), and Git's stat-cache test as one tuple compare
+        # against the key the cached index keeps per entry.
         remaining = self.remaining
-        index_data = self.index.data
-        unpack = ENTRY.unpack_from
-        racy_from = self.repo.index_mtime_ns
-        file_mode = self.repo.file_mode
+        mode_bits = self.mode_bits
         for count, entry in enumerate(self._entries(dir_fd, prefix)):
             if not count & _CHECK_MASK:
                 check(self.abort)
@@ -340,43 +337,33 @@ class _Walk:
                 continue  # gone since the listing: unseen, so reported deleted
             except OSError as exc:
                 raise GitRepositoryError(f"cannot stat {_shown(path)!r}: {exc}") from exc
-            st_mode = info.st_mode
-            if name == b".gitattributes" and stat.S_ISREG(st_mode):
+            if name == b".gitattributes" and stat.S_ISREG(info.st_mode):
                 data = read_control(self.repo.workspace, path)
                 if data is not None:
                     raise_for_attributes(data, _shown(path))
-            offset = remaining.pop(path, None)
-            if offset is not None and st_mode & _S_IFMT == _S_IFREG:
-                cs, cn, ms, mn, _dev, ino, mode, uid, gid, size, _sha, _flags = unpack(
-                    index_data, offset
-                )
-                mtime = ms * 1_000_000_000 + mn
-                if (
-                    mtime < racy_from
-                    and mtime == info.st_mtime_ns
-                    and cs * 1_000_000_000 + cn == info.st_ctime_ns
-                    and size == info.st_size & _MASK
-                    and ino == info.st_ino & _MASK
-                    and uid == info.st_uid & _MASK
-                    and gid == info.st_gid & _MASK
-                    and (
-                        (mode == MODE_EXECUTABLE) == bool(st_mode & stat.S_IXUSR)
-                        if file_mode
-                        else mode != MODE_SYMLINK
-                    )
+            key = remaining.pop(path, None)
+            if key is not None:
+                if key == (
+                    info.st_mtime_ns,
+                    info.st_ctime_ns,
+                    info.st_size & _MASK,
+                    info.st_ino & _MASK,
+                    info.st_uid & _MASK,
+                    info.st_gid & _MASK,
+                    info.st_mode & mode_bits,
                 ):
                     continue
-                self._compare(dir_fd, entry.name, path, info, self.index.at(offset))
-            elif st_mode & _S_IFMT == _S_IFDIR:
-                if offset is not None:
-                    self._compare(dir_fd, entry.name, path, info, self.index.at(offset))
+                tracked = self.index.get(path)
+                assert tracked is not None
+                self._compare(dir_fd, entry.name, path, info, tracked)
+                if stat.S_ISDIR(info.st_mode):
+                    self._subdirectory(dir_fd, entry.name, path)
+            elif stat.S_ISDIR(info.st_mode):
                 self._subdirectory(dir_fd, entry.name, path)
-            elif offset is not None:
-                self._compare(dir_fd, entry.name, path, info, self.index.at(offset))
-            elif (stat.S_ISREG(st_mode) or stat.S_ISLNK(st_mode)) and not self.ignores.ignored(
-                path, directory=False
-            ):
-                self._untracked(path, work_mode(st_mode, None, True))
+            elif (
+                stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)
+            ) and not self.ignores.ignored(path, directory=False):
+                self._untracked(path, work_mode(info.st_mode, None, True))
 
     def _untracked(self, path: bytes, mode: int | None) -> None:
         self.scan.untracked.append((path, mode))
