@@ -15,7 +15,13 @@ import trio.testing
 
 from emelex.app import Agent
 from emelex.contracts import ContractError, PatchPage
-from emelex.service import Host, ServiceError, SubmoduleUnsupported, UnknownPatch
+from emelex.service import (
+    Host,
+    OperationConflict,
+    ServiceError,
+    SubmoduleUnsupported,
+    UnknownPatch,
+)
 from emelex.service._patch import capture_sync
 from emelex.store import SCHEMA_VERSION, open_sqlite_store
 from emelex.testing import Call, Say, ScriptedModel
@@ -161,6 +167,10 @@ async def test_reading_errors_are_typed(tmp_path: Path, git_home: Path) -> None:
         other = (await host.create_session("helper", plain, operation="p")).session.id
         with pytest.raises(ServiceError):
             await host.snapshot_patch(other, operation="snap")
+        # A reference that named another mutation of the session is a conflict.
+        await host.send(session_id, "hello", operation="used")
+        with pytest.raises(OperationConflict):
+            await host.snapshot_patch(session_id, operation="used")
     init(root / "nested")
     write(root, "nested/x.txt", "x\n")
     with pytest.raises(SubmoduleUnsupported):
