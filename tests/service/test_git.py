@@ -213,6 +213,20 @@ def test_no_repository_is_none_and_a_subdirectory_is_refused(
         diff_sync(str(root / "sub"), "worktree", b"a.txt")
 
 
+def test_a_linked_worktree_reads_its_own_index_and_head(tmp_path: Path, git_home: Path) -> None:
+    base = init(tmp_path / "base")
+    write(base, "a.txt", "a\n")
+    commit(base)
+    linked = tmp_path / "linked"
+    git(base, "worktree", "add", "-q", "-b", "feature", str(linked))
+    assert (linked / ".git").is_file()  # a gitdir: file, not a directory
+    write(linked, "a.txt", "a\nb\n")
+    write(linked, "new.txt", "new\n")
+    found = assert_matches_git(linked)
+    assert found.head_ref is not None and from_base64(found.head_ref) == b"refs/heads/feature"
+    assert ours(status(base)) == oracle(base) == ({"staged": {}, "worktree": {}}, set())
+
+
 def test_a_nested_repository_is_listed_like_git_does(tmp_path: Path, git_home: Path) -> None:
     root = init(tmp_path / "repo")
     write(root, "a.txt", "a\n")
