@@ -513,6 +513,12 @@ def test_binary_unchanged_and_unsupported_results(tmp_path: Path, git_home: Path
     os.mkfifo(root / "same.txt")
     diff = diff_sync(str(root), "worktree", b"same.txt")
     assert isinstance(diff, GitUnsupportedDiff) and diff.reason == "specialFile"
+    # Status agrees with Git: a FIFO is "modified" (unreadable), a directory "deleted".
+    (root / "image.bin").unlink()
+    write(root, "image.bin/inside.txt", "now a directory\n")
+    assert_matches_git(root)
+    diff = diff_sync(str(root), "worktree", b"image.bin")
+    assert isinstance(diff, GitBinaryDiff) and diff.new_mode is None and diff.new_size == 0
     write(root, "big.txt", b"x" * (MAX_GIT_DIFF_INPUT_BYTES + 1))
     diff = diff_sync(str(root), "worktree", b"big.txt")
     assert isinstance(diff, GitUnsupportedDiff) and diff.reason == "tooLarge"

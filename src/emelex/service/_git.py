@@ -232,7 +232,9 @@ def diff_sync(
         except GitLimitExceeded:
             return GitUnsupportedDiff(path=to_base64(path), reason="tooLarge")  # type: ignore[arg-type]
         if isinstance(new, Special):
-            return GitUnsupportedDiff(path=to_base64(path), reason="specialFile")  # type: ignore[arg-type]
+            if not new.directory or area == "untracked":
+                return GitUnsupportedDiff(path=to_base64(path), reason="specialFile")  # type: ignore[arg-type]
+            new = None  # a directory replaced the tracked file: a deletion, as in status
         return _result(path, old, new)
 
 

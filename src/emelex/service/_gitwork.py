@@ -65,7 +65,10 @@ class Change:
 
 @attrs.frozen
 class Special:
-    """The working path exists but is neither a regular file nor a symlink."""
+    """The working path exists but is neither a regular file nor a symlink: a directory
+    (Git: the file was deleted), or a FIFO, socket or device (Git: modified, unreadable)."""
+
+    directory: bool
 
 
 def work_mode(st_mode: int, index_mode: int | None, file_mode: bool) -> int | None:
@@ -184,7 +187,7 @@ def read_work(
             raise GitRepositoryError(f"cannot stat {_shown(path)!r}: {exc}") from exc
         mode = work_mode(info.st_mode, index_mode, repo.file_mode)
         if mode is None:
-            return Special()
+            return Special(directory=stat.S_ISDIR(info.st_mode))
         if mode == MODE_SYMLINK:
             target = _link_target(dir_fd, os.fsencode(name), path)
             if target is None:
@@ -270,8 +273,8 @@ class Ignores(IgnoreFilterManager):
 
 @attrs.define
 class WorkTreeScan:
-    """What one walk found: changed tracked paths, untracked files and nested
-    repositories (``dir/``), and the ``.gitattributes`` files it read."""
+    """What one walk found: changed tracked paths, and untracked files and nested
+    repositories (``dir/``) with their modes."""
 
     changed: list[Change] = attrs.field(factory=list)
     untracked: list[tuple[bytes, int | None]] = attrs.field(factory=list)
@@ -394,7 +397,10 @@ class _Walk:
     ) -> None:
         mode = work_mode(info.st_mode, tracked.mode, self.repo.file_mode)
         if mode is None:
-            self.scan.changed.append(Change(path, tracked.mode, None, tracked.oid, None))
+            # A directory replaced the file: deleted. A FIFO, socket or device: Git calls
+            # it modified (keeping the index mode) and cannot read it; so does the Host.
+            new_mode = None if stat.S_ISDIR(info.st_mode) else tracked.mode
+            self.scan.changed.append(Change(path, tracked.mode, new_mode, tracked.oid, None))
             return
         if mode == tracked.mode and stat_matches(tracked, info, self.repo.index_mtime_ns):
             return

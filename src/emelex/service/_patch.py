@@ -33,6 +33,7 @@ from emelex.contracts import (
 from emelex.service._digest import operation_digest
 from emelex.service._errors import (
     GitLimitExceeded,
+    GitUnsupported,
     OperationConflict,
     ServiceError,
     SubmoduleUnsupported,
@@ -83,7 +84,11 @@ def capture_sync(root: str, abort: threading.Event | None = None) -> Captured:
             tracked = repo.index.get(path)
             old = head_side(repo, path, MAX_PATCH_BYTES)
             new = read_work(repo, path, MAX_PATCH_BYTES, None if tracked is None else tracked.mode)
-            block = file_patch(path, old, None if isinstance(new, Special) else new, binary=True)
+            if isinstance(new, Special):
+                if not new.directory:
+                    raise GitUnsupported(f"{path!r} is a FIFO, socket or device: not capturable")
+                new = None  # a directory replaced the file (its files are listed apart)
+            block = file_patch(path, old, new, binary=True)
             if block:
                 files += 1
                 out += block
