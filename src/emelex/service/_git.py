@@ -58,7 +58,10 @@ _AREAS = ("staged", "worktree", "untracked")
 
 
 def _mode(mode: int | None) -> Any:
-    return None if mode is None else _MODE_NAMES[mode]
+    if mode is None:
+        return None
+    # Trees written by old tools may hold 100664 and the like: Git reads them as files.
+    return _MODE_NAMES.get(mode, "executable" if mode & 0o100 else "file")
 
 
 def _change_kind(old: int | None, new: int | None) -> str:
@@ -152,7 +155,7 @@ def head_side(repo: Repository, path: bytes, limit: int) -> Side | None:
         return None  # absent, or below a file of HEAD
     except (*OBJECT_ERRORS, TypeError) as exc:
         raise GitRepositoryError(f"cannot look {path!r} up in HEAD: {exc}") from exc
-    if mode not in _MODE_NAMES:
+    if mode & 0o170000 not in (0o100000, MODE_SYMLINK):
         return None  # a tree (the path names a directory in HEAD)
     text = oid.decode("ascii")
     return Side(mode, text, repo.blob(text, limit))
