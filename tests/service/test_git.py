@@ -598,6 +598,7 @@ edits = st.lists(
         st.tuples(st.just("add"), st.sampled_from(NAMES), st.just(b"")),
         st.tuples(st.just("unstage"), st.sampled_from(NAMES), st.just(b"")),
         st.tuples(st.just("commit"), st.just(""), st.just(b"")),
+        st.tuples(st.just("dirify"), st.sampled_from(NAMES), st.just(b"")),
     ),
     max_size=12,
 )
@@ -624,6 +625,9 @@ def _edit(root: Path, op: str, name: str, data: bytes) -> None:
         git(root, "rm", "-q", "--cached", "--", name, check=False)
     elif op == "commit":
         commit(root)
+    elif op == "dirify" and (path.is_symlink() or path.is_file()):
+        path.unlink()  # a directory where a file was
+        write(path, "inside.txt", "inside\n")
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
