@@ -7,11 +7,14 @@ import hashlib
 import os
 import sqlite3
 import stat
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 import trio.testing
+from hypothesis import HealthCheck, given, settings
 
 from emelex.app import Agent
 from emelex.contracts import ContractError, PatchPage
@@ -27,6 +30,8 @@ from emelex.store import SCHEMA_VERSION, open_sqlite_store
 from emelex.testing import Call, Say, ScriptedModel
 from emelex.tools import tool
 from tests.service.gitrepo import commit, git, git_home, init, needs_git, write
+from tests.service.test_git import _edit as edit
+from tests.service.test_git import edits
 
 pytestmark = needs_git
 __all__ = ["git_home"]  # the fixture, imported for pytest
@@ -245,3 +250,26 @@ async def test_an_older_store_gains_the_patches_table(tmp_path: Path) -> None:
     )
     assert db.execute("SELECT count(*) FROM patches").fetchone() == (0,)
     db.close()
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(first=edits, second=edits)
+def test_random_edits_round_trip_through_git_apply(first: list[Any], second: list[Any]) -> None:
+    with tempfile.TemporaryDirectory() as scratch, pytest.MonkeyPatch.context() as patch:
+        home = Path(scratch) / "home"
+        home.mkdir()
+        patch.setenv("HOME", str(home))
+        patch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+        patch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+        root = init(Path(scratch) / "repo")
+        for op in first:
+            edit(root, *op)
+        commit(root)
+        for op in second:
+            edit(root, *op)
+        captured = capture_sync(str(root))
+        clone = Path(scratch) / "clone"
+        git(scratch, "clone", "-q", str(root), str(clone))
+        if captured.data:
+            git(clone, "apply", "--index", "-", input=captured.data)
+        assert tree(clone) == {path: found for path, found in tree(root).items() if path != b".git"}
