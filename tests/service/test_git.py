@@ -188,6 +188,23 @@ def test_a_same_size_rewrite_with_its_old_mtime_is_still_seen(
     assert [(path_of(e), e.change) for e in found.worktree] == [(b"a.txt", "modified")]
 
 
+@pytest.mark.parametrize("version", ["2", "3", "4"])
+def test_every_index_version_reads_the_same(tmp_path: Path, git_home: Path, version: str) -> None:
+    root = init(tmp_path / "repo")
+    for n in range(30):
+        write(root, f"dir{n % 3}/a-rather-long-shared-prefix-{n:03}.txt", f"{n}\n")
+    commit(root)
+    git(root, "update-index", "--index-version", version)
+    write(root, "dir1/a-rather-long-shared-prefix-004.txt", "changed\n")
+    write(root, "dir2/new.txt", "new\n")
+    git(root, "add", "dir2/new.txt")
+    if version == "4":  # prefix-compressed paths (git may write 3 as 2: no extended flags)
+        assert (root / ".git" / "index").read_bytes()[4:8] == b"\0\0\0\x04"
+    found = assert_matches_git(root)
+    assert [path_of(e) for e in found.staged] == [b"dir2/new.txt"]
+    assert [path_of(e) for e in found.worktree] == [b"dir1/a-rather-long-shared-prefix-004.txt"]
+
+
 def test_detached_head_has_no_ref(tmp_path: Path, git_home: Path) -> None:
     root = init(tmp_path / "repo")
     write(root, "a.txt", "a\n")
