@@ -273,3 +273,24 @@ def test_random_edits_round_trip_through_git_apply(first: list[Any], second: lis
         if captured.data:
             git(clone, "apply", "--index", "-", input=captured.data)
         assert tree(clone) == {path: found for path, found in tree(root).items() if path != b".git"}
+
+
+async def test_the_hosts_own_state_inside_the_workspace_is_never_work(
+    tmp_path: Path, git_home: Path
+) -> None:
+    root = init(tmp_path / "repo")
+    write(root, "a.txt", "a\n")
+    commit(root)
+    write(root, "b.txt", "b\n")
+    async with Host.open(root / "state" / "host", agents={"helper": helper()}) as host:
+        session_id = (await host.create_session("helper", root, operation="c")).session.id
+        found = await host.git_status(session_id)
+        assert found is not None
+        assert [base64.b64decode(e.path) for e in found.untracked] == [b"b.txt"]
+        # git itself sees the store (the Host never hides anything else).
+        assert b"state/host/host.db" in git(root, "status", "--porcelain", "-uall")
+        diff = await host.git_diff(session_id, "untracked", b"state/host/host.db")
+        assert diff is not None and diff.kind == "unchanged"
+        receipt = await host.snapshot_patch(session_id, operation="snap")
+        data = joined(await read_all(host, session_id, receipt.patch.id, 1 << 18))
+        assert receipt.patch.files == 1 and b"host.db" not in data

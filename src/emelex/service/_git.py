@@ -114,9 +114,12 @@ def staged_changes(repo: Repository, abort: threading.Event | None) -> list[Chan
     return changes
 
 
-def status_sync(root: str, abort: threading.Event | None = None) -> GitStatus | None:
-    """The status of the repository at ``root`` (None: no repository there)."""
-    repo = open_repository(root)
+def status_sync(
+    root: str, abort: threading.Event | None = None, private: tuple[str, ...] = ()
+) -> GitStatus | None:
+    """The status of the repository at ``root`` (None: no repository there); untracked
+    directories in ``private`` (the Host's own state) are left out."""
+    repo = open_repository(root, private)
     if repo is None:
         return None
     with repo:
@@ -207,13 +210,17 @@ def _result(path: bytes, old: Side | None, new: Side | None) -> GitDiff:
 
 
 def diff_sync(
-    root: str, area: GitArea, path: bytes, abort: threading.Event | None = None
+    root: str,
+    area: GitArea,
+    path: bytes,
+    abort: threading.Event | None = None,
+    private: tuple[str, ...] = (),
 ) -> GitDiff | None:
     """One path's diff in ``area`` (None: no repository at ``root``)."""
     if area not in _AREAS:
         raise ServiceError(f"unknown git diff area {area!r}")
     _check_path(path)
-    repo = open_repository(root)
+    repo = open_repository(root, private)
     if repo is None:
         return None
     with repo:
@@ -226,7 +233,7 @@ def diff_sync(
                     head_side(repo, path, MAX_GIT_DIFF_INPUT_BYTES),
                     _index_side(repo, path),
                 )
-            if area == "untracked" and path in repo.index:
+            if area == "untracked" and (path in repo.index or repo.is_private(path)):
                 return GitUnchangedDiff(path=to_base64(path))  # type: ignore[arg-type]
             old = _index_side(repo, path) if area == "worktree" else None
             if area == "worktree" and old is None:
@@ -241,22 +248,25 @@ def diff_sync(
         return _result(path, old, new)
 
 
-async def run_abortable(fn: Callable[..., T], *args: Any, name: str) -> T:
-    """Run ``fn(*args, abort=flag)`` on a worker thread; cancelling the caller sets the
-    flag, waits for the thread to stop at its next check, then re-raises Cancelled."""
+async def run_abortable(fn: Callable[..., T], *args: Any, name: str, **kwargs: Any) -> T:
+    """Run ``fn(*args, abort=flag, **kwargs)`` on a worker thread; cancelling the caller
+    sets the flag, waits for the thread to stop at its next check, then re-raises
+    Cancelled."""
     abort = threading.Event()
     # The worker raises _Aborted only once on_cancel set the flag, and then run_in_worker
     # re-raises the caller's Cancelled: _Aborted never escapes.
     return await run_in_worker(
-        functools.partial(fn, *args, abort=abort), name=name, on_cancel=abort.set
+        functools.partial(fn, *args, abort=abort, **kwargs), name=name, on_cancel=abort.set
     )
 
 
-async def git_status(root: str) -> GitStatus | None:
+async def git_status(root: str, private: tuple[str, ...] = ()) -> GitStatus | None:
     """Status of the repository whose root is ``root`` (see :func:`status_sync`)."""
-    return await run_abortable(status_sync, root, name="git-status")
+    return await run_abortable(status_sync, root, name="git-status", private=private)
 
 
-async def git_diff(root: str, area: GitArea, path: bytes) -> GitDiff | None:
+async def git_diff(
+    root: str, area: GitArea, path: bytes, private: tuple[str, ...] = ()
+) -> GitDiff | None:
     """Diff of one path (see :func:`diff_sync`)."""
-    return await run_abortable(diff_sync, root, area, path, name="git-diff")
+    return await run_abortable(diff_sync, root, area, path, name="git-diff", private=private)

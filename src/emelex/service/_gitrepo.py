@@ -13,7 +13,7 @@ import stat
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Final
 
 import attrs
@@ -82,6 +82,12 @@ class Repository:
     #: mtime of the index file: entries modified at or after it are racily clean.
     index_mtime_ns: int
     file_mode: bool
+    #: Untracked directories never walked nor captured: the Host's private state when it
+    #: lies inside the workspace (``dir`` relative to the root, no trailing slash).
+    private: frozenset[bytes] = frozenset()
+
+    def is_private(self, path: bytes) -> bool:
+        return any(path == p or path.startswith(p + b"/") for p in self.private)
 
     def close(self) -> None:
         self.repo.close()
@@ -158,9 +164,11 @@ def _has_git(path: str) -> bool:
     return True
 
 
-def open_repository(root: str) -> Repository | None:
+def open_repository(root: str, private: Iterable[str] = ()) -> Repository | None:
     """The repository whose root is ``root``; None when ``root`` is in no repository.
 
+    ``private`` names directories (absolute paths) that belong to the Host, not to the
+    work: those inside the workspace are left out of untracked files and patches.
     Raises :class:`NotRepositoryRoot` when an ancestor holds the repository, and a
     :class:`GitUnsupported` subclass for a feature the Host cannot read faithfully.
     """
@@ -175,6 +183,13 @@ def open_repository(root: str) -> Repository | None:
         raise
     if opened is None:
         workspace.close()
+        return None
+    inside = []
+    for directory in private:
+        relative = os.path.relpath(os.path.realpath(directory), workspace.root)
+        if relative != "." and not relative.startswith(".."):
+            inside.append(os.fsencode(relative))
+    opened.private = frozenset(inside)
     return opened
 
 

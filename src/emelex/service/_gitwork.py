@@ -376,7 +376,11 @@ class _Walk:
     def _subdirectory(self, dir_fd: int, name: str, path: bytes) -> None:
         index = bisect.bisect_left(self.paths, path + b"/")
         tracked = index < len(self.paths) and self.paths[index].startswith(path + b"/")
-        if not tracked and (self.ignores.prunes(path) or self.ignores.ignored(path, True)):
+        if not tracked and (
+            path in self.repo.private
+            or self.ignores.prunes(path)
+            or self.ignores.ignored(path, True)
+        ):
             return
         try:
             child = os.open(name, DIR_FLAGS, dir_fd=dir_fd)

@@ -1717,14 +1717,18 @@ class Host:
         The workspace must be the repository's root."""
         from emelex.service._git import git_status
 
-        return await git_status(self._state(session_id).workspace)
+        return await git_status(self._state(session_id).workspace, self._private_dirs())
 
     async def git_diff(self, session_id: str, area: GitArea, path: bytes) -> GitDiff | None:
         """One path's diff: ``staged`` HEAD->index, ``worktree`` index->working file,
         ``untracked`` empty->working file (None: no repository)."""
         from emelex.service._git import git_diff
 
-        return await git_diff(self._state(session_id).workspace, area, path)
+        return await git_diff(self._state(session_id).workspace, area, path, self._private_dirs())
+
+    def _private_dirs(self) -> tuple[str, ...]:
+        """The Host's own state, never part of a workspace's work (when it lies inside)."""
+        return (os.path.realpath(self.root),)
 
     async def snapshot_patch(self, session_id: str, *, operation: str) -> SnapshotPatchReceipt:
         """Capture the session's completed work as an immutable patch once no turn that

@@ -62,10 +62,13 @@ class Captured:
     files: int
 
 
-def capture_sync(root: str, abort: threading.Event | None = None) -> Captured:
+def capture_sync(
+    root: str, abort: threading.Event | None = None, private: tuple[str, ...] = ()
+) -> Captured:
     """The completed-work patch of the repository at ``root``: HEAD to working tree in
-    ``git diff --binary --full-index`` form, untracked files as additions."""
-    repo = open_repository(root)
+    ``git diff --binary --full-index`` form, untracked files (outside ``private``
+    directories) as additions."""
+    repo = open_repository(root, private)
     if repo is None:
         raise ServiceError(f"{root} holds no Git repository: there is no work to capture")
     with repo:
@@ -140,7 +143,9 @@ async def snapshot_patch(host: Host, state: _SessionState, operation: str) -> Sn
         writers = _writers(host, state)
         await _settled(host, writers)
         before = _marks(writers)
-        captured = await run_abortable(capture_sync, state.workspace, name="snapshot-patch")
+        captured = await run_abortable(
+            capture_sync, state.workspace, name="snapshot-patch", private=host._private_dirs()
+        )
         async with state.lock:
             host._check_open()
             if _marks(_writers(host, state)) != before:
