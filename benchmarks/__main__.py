@@ -75,6 +75,7 @@ BENCHMARKS: dict[str, str] = {
     "llama": "the native llama.cpp backend against llama-cpp-python and llama.cpp itself",
     "openai_stream": "the OpenAI backend's stream against a bare httpx reader (loopback)",
     "search_matcher": "the service's search matcher over generated history against rg -j1 -F",
+    "service_git": "the Host's git_status on a 10,000-file repository against git status",
 }
 #: Seconds a benchmark may run before it is stopped (and its rows marked failed).
 TIMEOUT_FULL = 3_600.0

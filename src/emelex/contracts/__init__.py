@@ -22,6 +22,7 @@ from emelex.contracts._agents import (
     WorkspaceConfig,
     WorkspacePolicyName,
 )
+from emelex.contracts._bytes import BytesBase64, from_base64, to_base64
 from emelex.contracts._casefold import UNICODE_VERSION, simple_casefold
 from emelex.contracts._context import (
     ContextReport,
@@ -52,6 +53,33 @@ from emelex.contracts._executor import (
     attachment_spans,
 )
 from emelex.contracts._fork import ForkReceipt, ForkReceiptRequest, ForkRequest
+from emelex.contracts._git import (
+    MAX_GIT_DIFF_INPUT_BYTES,
+    MAX_GIT_ENTRIES,
+    MAX_GIT_PATCH_CHARS,
+    MAX_PATCH_BYTES,
+    MAX_PATCH_PAGE_BYTES,
+    GitArea,
+    GitBinaryDiff,
+    GitChange,
+    GitDiff,
+    GitDiffRequest,
+    GitEntry,
+    GitFileMode,
+    GitObjectId,
+    GitStatus,
+    GitStatusRequest,
+    GitTextDiff,
+    GitUnchangedDiff,
+    GitUnsupportedDiff,
+    GitUnsupportedReason,
+    PatchId,
+    PatchInfo,
+    PatchPage,
+    ReadPatchRequest,
+    SnapshotPatchReceipt,
+    SnapshotPatchRequest,
+)
 from emelex.contracts._hello import Hello
 from emelex.contracts._history import (
     EventAddress,
@@ -307,6 +335,34 @@ __all__ = [
     "simple_casefold",
     "to_wire",
     "trusted",
+    "BytesBase64",
+    "from_base64",
+    "to_base64",
+    "MAX_GIT_DIFF_INPUT_BYTES",
+    "MAX_GIT_ENTRIES",
+    "MAX_GIT_PATCH_CHARS",
+    "MAX_PATCH_BYTES",
+    "MAX_PATCH_PAGE_BYTES",
+    "GitArea",
+    "GitBinaryDiff",
+    "GitChange",
+    "GitDiff",
+    "GitDiffRequest",
+    "GitEntry",
+    "GitFileMode",
+    "GitObjectId",
+    "GitStatus",
+    "GitStatusRequest",
+    "GitTextDiff",
+    "GitUnchangedDiff",
+    "GitUnsupportedDiff",
+    "GitUnsupportedReason",
+    "PatchId",
+    "PatchInfo",
+    "PatchPage",
+    "ReadPatchRequest",
+    "SnapshotPatchReceipt",
+    "SnapshotPatchRequest",
 ]
 
 fix_module_names(__name__, globals())

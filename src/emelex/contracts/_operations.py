@@ -10,7 +10,7 @@ from emelex.contracts._wire import count, items, text, wire
 
 #: The mutation a receipt records.
 OperationKind = Literal[
-    "createSession", "send", "stop", "respond", "fork", "execute", "startWorker"
+    "createSession", "send", "stop", "respond", "fork", "execute", "startWorker", "snapshotPatch"
 ]
 
 

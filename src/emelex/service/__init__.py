@@ -17,11 +17,16 @@ if TYPE_CHECKING:
     from emelex.service._client import HostClient
     from emelex.service._errors import (
         AttachmentError,
+        ExternalFilterUnsupported,
         ForkRefused,
+        GitLimitExceeded,
+        GitRepositoryError,
+        GitUnsupported,
         HostClosed,
         HostLocked,
         InteractionSettled,
         InvalidRequest,
+        NotRepositoryRoot,
         OperationConflict,
         QueueFull,
         RequestTooLarge,
@@ -34,11 +39,25 @@ if TYPE_CHECKING:
         UnknownInteraction,
         UnknownInvocation,
         UnknownRoute,
+        SparseCheckoutUnsupported,
+        SubmoduleUnsupported,
+        UnknownAgent,
+        UnknownInteraction,
+        UnknownInvocation,
+        UnknownPatch,
         UnknownSession,
     )
     from emelex.service._host import Host
 
 _LAZY = {
+    "ExternalFilterUnsupported": "emelex.service._errors",
+    "GitLimitExceeded": "emelex.service._errors",
+    "GitRepositoryError": "emelex.service._errors",
+    "GitUnsupported": "emelex.service._errors",
+    "NotRepositoryRoot": "emelex.service._errors",
+    "SparseCheckoutUnsupported": "emelex.service._errors",
+    "SubmoduleUnsupported": "emelex.service._errors",
+    "UnknownPatch": "emelex.service._errors",
     "AttachmentError": "emelex.service._errors",
     "Host": "emelex.service._host",
     "ForkRefused": "emelex.service._errors",
@@ -63,6 +82,14 @@ _LAZY = {
 }
 
 __all__ = [
+    "ExternalFilterUnsupported",
+    "GitLimitExceeded",
+    "GitRepositoryError",
+    "GitUnsupported",
+    "NotRepositoryRoot",
+    "SparseCheckoutUnsupported",
+    "SubmoduleUnsupported",
+    "UnknownPatch",
     "AttachmentError",
     "ForkRefused",
     "Host",

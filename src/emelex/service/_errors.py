@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from emelex._errors import EmelexError
+from emelex._errors import EmelexError, LimitExceeded
 
 
 class ServiceError(EmelexError):
@@ -84,3 +84,43 @@ class HostLocked(ServiceError):
 
 class ServeError(TransportError):
     """``emelex serve`` cannot start as configured (address, TLS, permissions)."""
+# -- issue 14, part A: git status/diff and completed-work patches ---------------------------
+
+
+class NotRepositoryRoot(ServiceError):
+    """The session's workspace lies inside a Git repository but is not its root (the
+    Host reads a repository only from its root)."""
+
+
+class GitRepositoryError(ServiceError):
+    """The repository could not be read (corrupt or missing objects, an unreadable
+    index, a malformed reference)."""
+
+
+class GitUnsupported(ServiceError):
+    """The repository uses a feature the Host does not implement; it fails explicitly
+    instead of answering wrongly (configured commands are never run)."""
+
+
+class ExternalFilterUnsupported(GitUnsupported):
+    """A ``filter=`` attribute names an external clean/smudge filter."""
+
+
+class SparseCheckoutUnsupported(GitUnsupported):
+    """Sparse checkout is enabled, or the index holds skip-worktree or sparse entries."""
+
+
+class SubmoduleUnsupported(GitUnsupported):
+    """The repository holds a submodule (a gitlink) or a nested repository."""
+
+
+class GitLimitExceeded(ServiceError, LimitExceeded):
+    """A bound on repository reads was reached (index entries, status entries, file
+    size read for a diff or patch, patch size)."""
+
+    def __init__(self, limit: str, maximum: int, actual: int | None = None) -> None:
+        LimitExceeded.__init__(self, limit, maximum, actual)
+
+
+class UnknownPatch(ServiceError):
+    """The session captured no patch with that id."""

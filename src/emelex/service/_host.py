@@ -35,6 +35,7 @@ from emelex.app import Session as AppSession
 from emelex.contracts import (
     MAX_ATTACHMENT_BYTES,
     MAX_PAGE_SIZE,
+    MAX_PATCH_PAGE_BYTES,
     MAX_QUERY_CHARS,
     MAX_TEXT_CHARS,
     AgentWorker,
@@ -48,12 +49,16 @@ from emelex.contracts import (
     ExecuteResult,
     ForkReceipt,
     ForkWorker,
+    GitArea,
+    GitDiff,
+    GitStatus,
     HistoryPage,
     HistoryRow,
     Interaction,
     InteractionResponse,
     InteractionsChanged,
     OperationReceipt,
+    PatchPage,
     PendingInteractions,
     Position,
     QueueChanged,
@@ -66,6 +71,7 @@ from emelex.contracts import (
     SearchPage,
     SendReceipt,
     SessionInfo,
+    SnapshotPatchReceipt,
     StopReceipt,
     WatchUpdate,
     WorkerReceipt,
@@ -1205,3 +1211,47 @@ class Host:
             state.diagnostics.add(from_wire(Diagnostic, payload))
         elif kind == SESSION_TITLED:
             state.title = str(payload["title"])
+
+    # -- issue 14, part A: git status/diff and completed-work patches -------------------
+    # The logic lives in service/_git.py and service/_patch.py (loaded on first use, so
+    # opening a Host does not import dulwich).
+    async def git_status(self, session_id: str) -> GitStatus | None:
+        """Fresh status of the session's repository (None: its workspace holds none).
+        The workspace must be the repository's root."""
+        from emelex.service._git import git_status
+
+        return await git_status(self._state(session_id).workspace, self._private_dirs())
+
+    async def git_diff(self, session_id: str, area: GitArea, path: bytes) -> GitDiff | None:
+        """One path's diff: ``staged`` HEAD->index, ``worktree`` index->working file,
+        ``untracked`` empty->working file (None: no repository)."""
+        from emelex.service._git import git_diff
+
+        return await git_diff(self._state(session_id).workspace, area, path, self._private_dirs())
+
+    def _private_dirs(self) -> tuple[str, ...]:
+        """The Host's own state, never part of a workspace's work (when it lies inside)."""
+        return (os.path.realpath(self.root),)
+
+    async def snapshot_patch(self, session_id: str, *, operation: str) -> SnapshotPatchReceipt:
+        """Capture the session's completed work as an immutable patch once no turn that
+        may write its workspace is running; a retry returns the original receipt."""
+        from emelex.service._patch import snapshot_patch
+
+        state = self._state(session_id)
+        self._check_open()
+        return await snapshot_patch(self, state, operation)
+
+    async def read_patch(
+        self,
+        session_id: str,
+        patch_id: str,
+        *,
+        offset: int = 0,
+        limit: int = MAX_PATCH_PAGE_BYTES,
+    ) -> PatchPage:
+        """Original bytes of a captured patch from ``offset``; follow ``next_offset``."""
+        from emelex.service._patch import read_patch
+
+        self._state(session_id)
+        return await read_patch(self, session_id, patch_id, offset, limit)

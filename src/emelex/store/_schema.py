@@ -3,6 +3,8 @@
 Schema 1 (before the event log) kept one ``messages`` table per session. Schema 2 keeps an
 append-only ``events`` log per session; history ``rows`` are derived from events and
 addressed by position; ``operations`` keeps the receipt of every caller-named mutation.
+Schema 3 adds ``patches``: immutable completed-work patches captured from a session's
+workspace (the patch bytes and their description).
 Opening an older store migrates it in one transaction; a newer one is refused.
 """
 
@@ -20,7 +22,7 @@ from emelex.store._errors import StoreCorrupt, StoreError
 from emelex.store._log import ToolNames, turn_events
 from emelex.store._permissions import create_private_file, warn_if_looser
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -74,6 +76,17 @@ CREATE TABLE IF NOT EXISTS operations (
 ) WITHOUT ROWID;
 """
 
+# Patch bytes can be large: an ordinary rowid table keeps them out of the index b-tree.
+_PATCH_TABLE = """
+CREATE TABLE IF NOT EXISTS patches (
+    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    patch_id TEXT NOT NULL,
+    info TEXT NOT NULL,
+    data BLOB NOT NULL,
+    UNIQUE (session_id, patch_id)
+)
+"""
+
 INSERT_EVENT = (
     "INSERT INTO events (session_id, sequence, kind, turn_id, at, payload)"
     " VALUES (?, ?, ?, ?, ?, ?)"
@@ -90,6 +103,12 @@ def _create_tables(db: sqlite3.Connection) -> None:
     for statement in _TABLES.split(";"):
         if statement.strip():
             db.execute(statement)
+    db.execute(_PATCH_TABLE)
+
+
+def _migrate_2_to_3(db: sqlite3.Connection, path: str) -> None:
+    """Add the table of captured patches (nothing else changes)."""
+    db.execute(_PATCH_TABLE)
 
 
 def _schema_version(db: sqlite3.Connection, path: str) -> int | None:
@@ -198,7 +217,10 @@ def calls_json(message: Message) -> str | None:
 
 
 #: ``MIGRATIONS[n]`` turns schema ``n`` into schema ``n + 1`` (inside one transaction).
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection, str], None]] = {1: _migrate_1_to_2}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection, str], None]] = {
+    1: _migrate_1_to_2,
+    2: _migrate_2_to_3,
+}
 
 
 def prepare(db: sqlite3.Connection, path: str) -> None:

@@ -367,6 +367,67 @@ class SqliteStore:
                 names.remember(call_id, found[0])
         return names
 
+    # -- captured patches (issue 14) ---------------------------------------------------------
+    async def append_patch(
+        self,
+        session_id: str,
+        patch_id: str,
+        info_json: str,
+        data: bytes,
+        events: Sequence[NewEvent],
+        *,
+        operation: OperationRecord,
+    ) -> AppendResult:
+        """Store an immutable patch with the events announcing it and ``operation``'s
+        receipt, in one transaction. A replayed operation stores nothing and returns the
+        original receipt (``replayed``), as :meth:`append_events` does."""
+        encoded = [(event, json.dumps(event.payload)) for event in events]
+
+        def append(job: WorkerJob[sqlite3.Connection, AppendResult]) -> AppendResult:
+            db = job.resource
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                result = self._append(db, session_id, encoded, 0, "", operation)
+                if not result.replayed:
+                    db.execute(
+                        "INSERT INTO patches (session_id, patch_id, info, data)"
+                        " VALUES (?, ?, ?, ?)",
+                        (session_id, patch_id, info_json, data),
+                    )
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+            return result
+
+        result: AppendResult = await self._run(append, session_id)
+        return result
+
+    async def read_patch(
+        self, session_id: str, patch_id: str, offset: int, limit: int
+    ) -> tuple[str, int, bytes] | None:
+        """``(info_json, total_bytes, data[offset:offset + limit])`` of a stored patch,
+        None when the session has no such patch. Only the slice is read."""
+
+        def find(job: WorkerJob[sqlite3.Connection, Any]) -> Any:
+            return job.resource.execute(
+                "SELECT info, length(data), substr(data, ?, ?) FROM patches"
+                " WHERE session_id=? AND patch_id=?",
+                (offset + 1, limit, session_id, patch_id),
+            ).fetchone()
+
+        row = await self._read(find, session_id)
+        if row is None:
+            return None
+        info = _text(row[0], self.path, session_id, "patches.info")
+        size = _count(row[1], self.path, session_id, "patches.data")
+        data = b"" if row[2] in ("", None) else row[2]  # SQLite's substr of an empty blob
+        if not isinstance(data, bytes):
+            raise StoreCorrupt(
+                "expected bytes", path=self.path, session_id=session_id, field="patches.data"
+            )
+        return info, size, data
+
     async def operation_receipt(self, session_id: str, reference: str) -> str | None:
         """The receipt recorded for ``reference``, or None when the store holds none
         (which proves nothing about a request whose response was lost in transit)."""
