@@ -14,9 +14,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from emelex.service._errors import (
         AttachmentError,
+        FileAccessDenied,
+        FileReadCorrupt,
+        FileReadError,
+        FileReadIncomplete,
+        FileTooLarge,
         ForkRefused,
         HostClosed,
         InteractionSettled,
+        InvalidWorkspacePath,
         OperationConflict,
         QueueFull,
         ServiceError,
@@ -24,10 +30,26 @@ if TYPE_CHECKING:
         UnknownInteraction,
         UnknownInvocation,
         UnknownSession,
+        UnrepresentableName,
+        WorkspacePathNotFound,
+        WorkspaceUnavailable,
     )
+    from emelex.service._file_assembly import FileAssembler, FileSnapshot, assemble_file
     from emelex.service._host import Host
 
 _LAZY = {
+    "FileAssembler": "emelex.service._file_assembly",
+    "FileSnapshot": "emelex.service._file_assembly",
+    "assemble_file": "emelex.service._file_assembly",
+    "FileAccessDenied": "emelex.service._errors",
+    "FileReadCorrupt": "emelex.service._errors",
+    "FileReadError": "emelex.service._errors",
+    "FileReadIncomplete": "emelex.service._errors",
+    "FileTooLarge": "emelex.service._errors",
+    "InvalidWorkspacePath": "emelex.service._errors",
+    "UnrepresentableName": "emelex.service._errors",
+    "WorkspacePathNotFound": "emelex.service._errors",
+    "WorkspaceUnavailable": "emelex.service._errors",
     "AttachmentError": "emelex.service._errors",
     "Host": "emelex.service._host",
     "ForkRefused": "emelex.service._errors",
@@ -44,10 +66,18 @@ _LAZY = {
 
 __all__ = [
     "AttachmentError",
+    "FileAccessDenied",
+    "FileAssembler",
+    "FileReadCorrupt",
+    "FileReadError",
+    "FileReadIncomplete",
+    "FileSnapshot",
+    "FileTooLarge",
     "ForkRefused",
     "Host",
     "HostClosed",
     "InteractionSettled",
+    "InvalidWorkspacePath",
     "OperationConflict",
     "QueueFull",
     "ServiceError",
@@ -55,6 +85,10 @@ __all__ = [
     "UnknownInteraction",
     "UnknownInvocation",
     "UnknownSession",
+    "UnrepresentableName",
+    "WorkspacePathNotFound",
+    "WorkspaceUnavailable",
+    "assemble_file",
 ]
 
 
