@@ -47,7 +47,7 @@ RACY_NS: Final = 100_000_000
 CACHED_DIRECTORIES: Final = 32
 CACHED_NAMES: Final = 1_000_000
 #: Encoded bytes of an entry besides its Base64 path (keys, kind, size, time).
-ENTRY_OVERHEAD: Final = 96
+ENTRY_OVERHEAD: Final = 128
 
 _Key = tuple[int, int, tuple[object, ...]]
 
@@ -148,7 +148,8 @@ def list_page(
         names = cache.names(authority, fd, info, parts)
         index = 0 if after_name is None else bisect.bisect_right(names, after_name)
         entries: list[FileEntry] = []
-        used = 0
+        # The page repeats its own path and carries the cursor (as long as an entry's).
+        used = 2 * ENTRY_OVERHEAD + 3 * len(base64.b64encode(prefix))
         while index < len(names) and len(entries) < MAX_FILES_PAGE:
             name = names[index]
             try:
@@ -164,7 +165,7 @@ def list_page(
                 continue
             encoded = base64.b64encode(prefix + name).decode("ascii")
             cost = len(encoded) + ENTRY_OVERHEAD
-            if entries and used + cost > FILES_PAGE_TARGET_BYTES:
+            if entries and used + cost + cost > FILES_PAGE_TARGET_BYTES:
                 break
             regular = stat.S_ISREG(mode)
             entries.append(
