@@ -182,6 +182,10 @@ def _start(authority: FileAuthority, parts: tuple[bytes, ...], notify: bool) -> 
         started = time.perf_counter()
         observed.fingerprint = fingerprint(authority, fd, info, parts)
         observed.seconds = time.perf_counter() - started
+        # An open descriptor would delay the kernel's deletion notice until it closes;
+        # the inotify watch follows the inode, and rescans walk to it again anyway.
+        os.close(fd)
+        observed.fd = -1
     except ServiceError:
         observed.close()
         raise
@@ -244,9 +248,11 @@ def _drain(observed: _Observed) -> tuple[bool, bool]:
         return False, False
     relevant = itself = False
     for event in inotify.read(timeout=0):  # type: ignore[attr-defined]
-        if event.mask & _SELF:
+        if event.mask & _SELF or not event.name:
+            # The directory itself (its link count drops as it is removed, while this
+            # watch still holds it open): walk to it again at once.
             itself = True
-        elif event.mask & _OVERFLOW:
+        if event.mask & _OVERFLOW:
             relevant = True
         elif event.name and not relevant:
             raw = exact_name(event.name)
