@@ -11,6 +11,7 @@ The blocking functions here run on worker threads.
 from __future__ import annotations
 
 import base64
+import binascii
 import bisect
 import os
 import stat
@@ -22,6 +23,7 @@ from typing import Final
 from emelex.contracts import (
     FILES_PAGE_TARGET_BYTES,
     MAX_FILES_PAGE,
+    MAX_WORKSPACE_NAME_BYTES,
     FileEntry,
     FileKind,
     FilesPage,
@@ -32,7 +34,7 @@ from emelex.service._errors import InvalidWorkspacePath
 from emelex.service._files_access import (
     CONTROL_NAMES,
     FileAuthority,
-    exact_name,
+    exact_names,
     identity_text,
     open_directory,
     os_failure,
@@ -97,22 +99,20 @@ class NameCache:
 def scan_names(
     authority: FileAuthority, fd: int, info: os.stat_result, parts: tuple[bytes, ...]
 ) -> list[bytes]:
-    """The visible child names of the open directory ``fd``, sorted bytewise."""
-    private_inodes = {inode for device, inode in authority.private if device == info.st_dev}
-    hidden = bool(authority.hidden)
-    names: list[bytes] = []
+    """The visible child names of the open directory ``fd``, sorted bytewise. (The
+    Host's private directories are dropped when a page ``lstat``-s them.)"""
     try:
-        with os.scandir(fd) as scan:
-            for entry in scan:
-                raw = exact_name(entry.name)
-                if raw in CONTROL_NAMES or (hidden and authority.excluded((*parts, raw))):
-                    continue
-                if private_inodes and entry.inode() in private_inodes:
-                    continue  # the Host's state (an lstat in the page confirms the device)
-                names.append(raw)
+        listed = os.listdir(fd)
     except OSError as exc:
         raise os_failure(exc, shown(b"/".join(parts))) from exc
+    names = exact_names(listed)
+    if authority.hidden:
+        names = [raw for raw in names if not authority.excluded((*parts, raw))]
     names.sort()
+    for control in CONTROL_NAMES:  # a sorted list: find the few control names directly
+        at = bisect.bisect_left(names, control)
+        if at < len(names) and names[at] == control:
+            del names[at]
     return names
 
 
@@ -124,6 +124,72 @@ def _kind(mode: int) -> FileKind:
     if stat.S_ISLNK(mode):
         return "symlink"
     return "other"
+
+
+# Entries are built without the construction checks (``trusted``, faster still): the
+# Host derived every value from the filesystem itself, and a page holds up to 128.
+_new = object.__new__
+_set_bytes = WorkspacePath.__dict__["bytes_base64"].__set__
+_set_path = FileEntry.__dict__["path"].__set__
+_set_kind = FileEntry.__dict__["kind"].__set__
+_set_size = FileEntry.__dict__["size"].__set__
+_set_modified = FileEntry.__dict__["modified_ms"].__set__
+lstat = os.stat
+b2a_base64 = binascii.b2a_base64
+S_ISDIR = stat.S_ISDIR
+
+
+def _within_budget(names: list[bytes], start: int, prefix: int, used: int) -> list[bytes]:
+    """The names from ``start`` that fit one page: at most ``MAX_FILES_PAGE``, within the
+    byte target (with room for the cursor), and always at least one."""
+    batch = names[start : start + MAX_FILES_PAGE]
+    widest = 4 * ((prefix + MAX_WORKSPACE_NAME_BYTES + 2) // 3) + ENTRY_OVERHEAD
+    if used + (len(batch) + 1) * widest <= FILES_PAGE_TARGET_BYTES:
+        return batch  # the usual case: even the longest names would fit
+    for count, name in enumerate(batch):
+        cost = 4 * ((prefix + len(name) + 2) // 3) + ENTRY_OVERHEAD
+        if count and used + cost + cost > FILES_PAGE_TARGET_BYTES:
+            return batch[:count]
+        used += cost
+    return batch
+
+
+def _lstat_all(fd: int, batch: list[bytes], prefix: bytes) -> list[os.stat_result | None]:
+    """``lstat`` of each name below ``fd``; ``None`` for a name removed meanwhile."""
+    try:
+        return [lstat(name, dir_fd=fd, follow_symlinks=False) for name in batch]
+    except OSError:
+        pass  # one of them failed: find out which, one at a time
+    found: list[os.stat_result | None] = []
+    for name in batch:
+        try:
+            found.append(lstat(name, dir_fd=fd, follow_symlinks=False))
+        except FileNotFoundError:
+            found.append(None)
+        except OSError as exc:
+            raise os_failure(exc, shown(prefix + name)) from exc
+    return found
+
+
+def _is_private_dir(child: os.stat_result, private: frozenset[tuple[int, int]]) -> bool:
+    return S_ISDIR(child.st_mode) and (child.st_dev, child.st_ino) in private
+
+
+def _entry(encoded: str, child: os.stat_result) -> FileEntry:
+    mode = child.st_mode
+    path = _new(WorkspacePath)
+    _set_bytes(path, encoded)
+    entry = _new(FileEntry)
+    _set_path(entry, path)
+    if stat.S_ISREG(mode):
+        _set_kind(entry, "file")
+        _set_size(entry, child.st_size)
+        _set_modified(entry, child.st_mtime_ns // 1_000_000)
+        return entry
+    _set_kind(entry, _kind(mode))
+    _set_size(entry, None)
+    _set_modified(entry, None)
+    return entry
 
 
 def list_page(
@@ -147,41 +213,22 @@ def list_page(
     try:
         names = cache.names(authority, fd, info, parts)
         index = 0 if after_name is None else bisect.bisect_right(names, after_name)
-        entries: list[FileEntry] = []
+        private = authority.private
         # The page repeats its own path and carries the cursor (as long as an entry's).
         used = 2 * ENTRY_OVERHEAD + 3 * len(base64.b64encode(prefix))
-        while index < len(names) and len(entries) < MAX_FILES_PAGE:
-            name = names[index]
-            try:
-                child = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except FileNotFoundError:
-                index += 1  # removed since the names were read
-                continue
-            except OSError as exc:
-                raise os_failure(exc, shown(prefix + name)) from exc
-            mode = child.st_mode
-            if stat.S_ISDIR(mode) and authority.is_private(child):
-                index += 1
-                continue
-            encoded = base64.b64encode(prefix + name).decode("ascii")
-            cost = len(encoded) + ENTRY_OVERHEAD
-            if entries and used + cost + cost > FILES_PAGE_TARGET_BYTES:
-                break
-            regular = stat.S_ISREG(mode)
-            entries.append(
-                trusted(
-                    FileEntry,
-                    path=trusted(WorkspacePath, bytes_base64=encoded),
-                    kind=_kind(mode),
-                    size=child.st_size if regular else None,
-                    modified_ms=child.st_mtime_ns // 1_000_000 if regular else None,
-                )
-            )
-            used += cost
-            index += 1
+        entries: list[FileEntry] = []
+        while not entries and index < len(names):  # a page of vanished names: go on
+            batch = _within_budget(names, index, len(prefix), used)
+            index += len(batch)
+            stats = _lstat_all(fd, batch, prefix)
+            entries = [
+                _entry(b2a_base64(prefix + name, newline=False).decode("ascii"), child)
+                for name, child in zip(batch, stats, strict=True)
+                if child is not None and not (private and _is_private_dir(child, private))
+            ]
     finally:
         os.close(fd)
-    more = index < len(names) and bool(entries)
+    more = index < len(names)
     return trusted(
         FilesPage,
         session_id=session_id,

@@ -16,6 +16,7 @@ import hashlib
 import itertools
 import os
 import stat
+import threading
 from collections.abc import AsyncGenerator
 from typing import Final
 
@@ -57,6 +58,8 @@ CAPTURE_ATTEMPTS: Final = 3
 #: Chunks encoded per worker-thread hop while publishing (2 MiB of original bytes).
 CHUNKS_PER_BATCH: Final = 64
 _VALIDATE_SLICE = 1 << 20
+#: Files at least this large are hashed on a helper thread, beside the other checks.
+PARALLEL_HASH_BYTES: Final = 4 << 20
 
 #: Leading bytes of the image types a read returns as original bytes.
 IMAGE_SIGNATURES: Final = (
@@ -99,6 +102,8 @@ def is_text(data: bytes | bytearray) -> bool:
     """Complete UTF-8 without NUL (validated in slices: no full-size text copy)."""
     if b"\0" in data:
         return False
+    if data.isascii():
+        return True  # the usual case, checked a machine word at a time
     decoder = codecs.getincrementaldecoder("utf-8")("strict")
     view = memoryview(data)
     try:
@@ -137,21 +142,23 @@ def version_of(digest: str, file: os.stat_result, parent: os.stat_result, raw: b
 
 
 def _read_all(fd: int, size: int, limit: int) -> bytearray:
-    """Every byte of ``fd`` from offset 0; one extra byte of room detects growth."""
-    buffer = bytearray(size + 1)
+    """Every byte of ``fd`` from offset 0, into one buffer of exactly ``size`` bytes; a
+    byte past the end means the file grew meanwhile."""
+    buffer = bytearray(size)
     view = memoryview(buffer)
     filled = 0
-    while filled < len(buffer):
-        count = os.preadv(fd, [view[filled:]], filled)
-        if count == 0:
-            break
-        filled += count
-    if filled != size:
-        if filled > limit:
-            raise FileTooLarge(limit, filled)
+    try:
+        while filled < size:
+            count = os.preadv(fd, [view[filled:]], filled)
+            if count == 0:
+                raise _Retry  # shrank meanwhile
+            filled += count
+    finally:
+        view.release()
+    if os.pread(fd, 1, size):
+        if size >= limit:
+            raise FileTooLarge(limit, size + 1)
         raise _Retry
-    view.release()
-    del buffer[size:]
     return buffer
 
 
@@ -210,13 +217,27 @@ def _attempt(
         parent_info = os.fstat(parent)
     finally:
         os.close(parent)
-    _check_still_there(authority, parts, parent_info, opened)
-    digest = hashlib.sha256(data).hexdigest()
+    # SHA-256 releases the GIL: hash on a helper thread while this one checks the path
+    # again and classifies the content (the buffer is never written after the read).
+    hasher = hashlib.sha256()
+    helper = None
+    if len(data) >= PARALLEL_HASH_BYTES:
+        helper = threading.Thread(target=hasher.update, args=(data,), name="emelex-read-hash")
+        helper.start()
+    else:
+        hasher.update(data)
+    try:
+        _check_still_there(authority, parts, parent_info, opened)
+        mime = image_type(data)
+        text = mime is None and is_text(data)
+    finally:
+        if helper is not None:
+            helper.join()
+    digest = hasher.hexdigest()
     version = version_of(digest, opened, parent_info, raw)
-    mime = image_type(data)
     if mime is not None:
         return Capture(path, version, data, "image", mime, digest)
-    if not is_text(data):
+    if not text:
         return ReadFileBinary(version=version, size=len(data))  # type: ignore[arg-type]
     return Capture(path, version, data, "text", "text/plain; charset=utf-8", digest)
 
