@@ -29,7 +29,6 @@ from emelex.service._errors import (
     WorkspaceUnavailable,
 )
 from emelex.tools.workspace import HiddenPaths
-from emelex.tools.workspace._root import DIR_FLAGS, PASS_FLAGS, describe_mode
 
 #: The directory that marks an emelex workspace (and holds a served Host's control
 #: socket): never listed, never walked into.
@@ -38,6 +37,15 @@ WORKSPACE_MARKER: Final = b".emelex"
 CONTROL_NAMES: Final = frozenset({b".git", WORKSPACE_MARKER})
 
 Identity = tuple[int, int]
+
+# The workspace layer's open flags (emelex.tools.workspace): never follow a link, never
+# block on a FIFO or a device, never inherit a descriptor across exec.
+DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+"""Opens a directory to list it; fails on symlinks and non-directories."""
+PASS_FLAGS: Final = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+"""Opens a directory only to walk through it (search permission is enough)."""
+FILE_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+"""Opens a file to read it."""
 
 _LOSSLESS = sys.getfilesystemencodeerrors() == "surrogateescape"
 
@@ -154,7 +162,7 @@ def _refusal(parent: int, name: bytes, where: str, error: OSError) -> ServiceErr
             return os_failure(second, where)
         if stat.S_ISLNK(info.st_mode):
             return InvalidWorkspacePath(f"{where} is a symbolic link (never followed)")
-        return InvalidWorkspacePath(f"{where} is not a directory ({describe_mode(info.st_mode)})")
+        return InvalidWorkspacePath(f"{where} is not a directory")
     return os_failure(error, where)
 
 
@@ -215,6 +223,9 @@ def identity_text(info: os.stat_result) -> str:
 
 __all__ = [
     "CONTROL_NAMES",
+    "DIR_FLAGS",
+    "FILE_FLAGS",
+    "PASS_FLAGS",
     "WORKSPACE_MARKER",
     "FileAuthority",
     "Identity",

@@ -45,13 +45,13 @@ from emelex.service._errors import (
     WorkspacePathNotFound,
 )
 from emelex.service._files_access import (
+    FILE_FLAGS,
     FileAuthority,
     os_failure,
     shown,
     split_parts,
     walk_directory,
 )
-from emelex.tools.workspace._root import FILE_FLAGS
 
 #: Captures tried before a file that keeps changing is answered ``changed``.
 CAPTURE_ATTEMPTS: Final = 3
