@@ -193,12 +193,13 @@ class FilesWatchFailed:
     message: str = text(max_len=4096)
 
 
-FilesWatchEndReason = Literal["lagged", "closed"]
+#: A file watch coalesces instead of buffering, so it never ends ``lagged``.
+FilesWatchEndReason = Literal["closed"]
 
 
 @wire
 class FilesWatchEnded:
-    """The watch ended: the Host closed (``closed``) or the subscriber fell behind."""
+    """The watch ended because the Host is closing."""
 
     kind: Literal["end"] = "end"
     reason: FilesWatchEndReason
