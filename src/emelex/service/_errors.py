@@ -84,6 +84,8 @@ class HostLocked(ServiceError):
 
 class ServeError(TransportError):
     """``emelex serve`` cannot start as configured (address, TLS, permissions)."""
+
+
 # -- issue 14, part A: git status/diff and completed-work patches ---------------------------
 
 
@@ -124,3 +126,47 @@ class GitLimitExceeded(ServiceError, LimitExceeded):
 
 class UnknownPatch(ServiceError):
     """The session captured no patch with that id."""
+
+
+# -- workspace files (issue 14, part B): list_files, watch_files, read_file ---------------
+class WorkspaceUnavailable(ServiceError):
+    """The session's workspace cannot be used under its authority: it is gone, no longer a
+    directory, or was replaced after the operation began."""
+
+
+class InvalidWorkspacePath(ServiceError):
+    """The path cannot be used: a symlink or non-directory on the way, a directory that is
+    never listed (``.git``, the workspace marker, private Host state), a hidden path, or
+    a malformed path."""
+
+
+class WorkspacePathNotFound(InvalidWorkspacePath):
+    """A directory named by the path does not exist."""
+
+
+class UnrepresentableName(InvalidWorkspacePath):
+    """A file name cannot be represented losslessly as bytes on this platform."""
+
+
+class FileAccessDenied(ServiceError):
+    """The operating system refused access (permissions) to a path of the workspace."""
+
+
+class FileReadError(ServiceError):
+    """An I/O error while reading the workspace."""
+
+
+class FileTooLarge(ServiceError, LimitExceeded):
+    """A file is larger than a read captures (``MAX_READ_FILE_BYTES``)."""
+
+    def __init__(self, maximum: int, actual: int) -> None:
+        LimitExceeded.__init__(self, "read_file bytes", maximum, actual)
+
+
+class FileReadIncomplete(ServiceError):
+    """A read's updates ended before its ``end`` item: the content is not complete."""
+
+
+class FileReadCorrupt(ServiceError):
+    """A read's updates do not verify: offsets not contiguous, a size, version or digest
+    that does not match, or an update out of order."""

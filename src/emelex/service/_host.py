@@ -47,6 +47,7 @@ from emelex.contracts import (
     DiagnosticsRevision,
     ExecuteReceipt,
     ExecuteResult,
+    FilesPage,
     ForkReceipt,
     ForkWorker,
     GitArea,
@@ -64,6 +65,7 @@ from emelex.contracts import (
     QueueChanged,
     QueueEntry,
     QueueSnapshot,
+    ReadFileUpdate,
     Resolution,
     RespondReceipt,
     RowsPublished,
@@ -73,9 +75,11 @@ from emelex.contracts import (
     SessionInfo,
     SnapshotPatchReceipt,
     StopReceipt,
+    WatchFilesUpdate,
     WatchUpdate,
     WorkerReceipt,
     WorkHubSnapshot,
+    WorkspacePath,
     find_matches,
     from_wire,
     to_wire,
@@ -107,8 +111,13 @@ from emelex.service._errors import (
     UnknownInvocation,
     UnknownSession,
 )
+from emelex.service._files import NAMES as FILE_NAMES
+from emelex.service._files import list_page
+from emelex.service._files_access import FileAuthority
+from emelex.service._files_host import session_authority
 from emelex.service._interactions import HostApprovals
 from emelex.service._queue import Work, WorkQueue
+from emelex.service._read_file import read_stream
 from emelex.service._rows import history_row, store_position, wire_position, wire_row
 from emelex.service._state import (
     INTERACTION_REQUESTED,
@@ -132,6 +141,7 @@ from emelex.service._state import (
     rows_after,
 )
 from emelex.service._watch import DEFAULT_WATCH_BUFFER, Subscriber
+from emelex.service._watch_files import watch_stream
 from emelex.store import (
     NewEvent,
     OperationRecord,
@@ -1255,3 +1265,49 @@ class Host:
 
         self._state(session_id)
         return await read_patch(self, session_id, patch_id, offset, limit)
+
+    # -- workspace files (issue 14, part B): list_files, watch_files, read_file ------------
+    # Thin delegations: the work lives in _files.py, _watch_files.py and _read_file.py.
+    def _file_authority(self, session_id: str) -> FileAuthority:
+        state = self._state(session_id)
+        agent = self._agents.get(state.agent_name)
+        hidden = () if agent is None else agent.workspace_policy.hidden
+        return session_authority(state.workspace, hidden, self.root)
+
+    async def list_files(
+        self,
+        session_id: str,
+        path: WorkspacePath | None = None,
+        *,
+        after: WorkspacePath | None = None,
+    ) -> FilesPage:
+        """One page (at most 128 entries) of the direct children of ``path`` (None: the
+        workspace root) after ``after`` (a page's ``next_after``); see docs/service/files.md."""
+        authority = self._file_authority(session_id)
+        return await trio.to_thread.run_sync(
+            list_page, authority, FILE_NAMES, session_id, path, after
+        )
+
+    @asynccontextmanager
+    async def watch_files(
+        self, session_id: str, path: WorkspacePath | None = None
+    ) -> AsyncIterator[AsyncIterator[WatchFilesUpdate]]:
+        """``ready`` after the initial scan, then coalesced ``changed`` notifications
+        (reread from the beginning) until ``unavailable``, ``error`` or ``end``."""
+        stream = watch_stream(self._file_authority(session_id), path, lambda: self._closed)
+        try:
+            yield stream
+        finally:
+            await stream.aclose()
+
+    @asynccontextmanager
+    async def read_file(
+        self, session_id: str, path: WorkspacePath, *, expected_version: str | None = None
+    ) -> AsyncIterator[AsyncIterator[ReadFileUpdate]]:
+        """One regular file: ``begin``, chunks and ``end``, or one explicit result
+        (absent, changed, binary, unsupported). Check it with ``assemble_file``."""
+        stream = read_stream(self._file_authority(session_id), path, expected_version)
+        try:
+            yield stream
+        finally:
+            await stream.aclose()

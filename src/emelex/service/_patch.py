@@ -48,7 +48,8 @@ from emelex.store import NewEvent, OperationRecord
 from emelex.store import OperationConflict as StoreOperationConflict
 
 if TYPE_CHECKING:
-    from emelex.service._host import Host, _SessionState
+    from emelex.service._host import Host
+    from emelex.service._state import SessionState as _SessionState
 
 #: The event recording a captured patch in its session's log.
 PATCH_CAPTURED: Final = "patch.captured"

@@ -104,6 +104,18 @@ def sub(name: str, request: type, update: Any, call: Open) -> Route:
     return Route(name, "sub", request, update, False, call)
 
 
+# Functions rather than lambdas: mypy infers a decorated method's type late inside the
+# service's import cycle, and defers function bodies until it has.
+def _watch(host: Host, r: WatchRequest) -> AbstractAsyncContextManager[AsyncIterator[Any]]:
+    return host.watch(r.session_id, after=r.after)
+
+
+def _watch_diagnostics(
+    host: Host, r: WatchDiagnosticsRequest
+) -> AbstractAsyncContextManager[AsyncIterator[Any]]:
+    return host.watch_diagnostics(r.session_id)
+
+
 async def _sessions(host: Host, _: ListSessionsRequest) -> SessionList:
     return SessionList(sessions=host.sessions())
 
@@ -234,13 +246,8 @@ ROUTES: Final[tuple[Route, ...]] = (
         ),
     ),
     op("workers", WorkHubRequest, WorkHubSnapshot, lambda h, r: h.workers(r.coordinator_id)),
-    sub("watch", WatchRequest, WatchUpdate, lambda h, r: h.watch(r.session_id, after=r.after)),
-    sub(
-        "watchDiagnostics",
-        WatchDiagnosticsRequest,
-        DiagnosticsRevision,
-        lambda h, r: h.watch_diagnostics(r.session_id),
-    ),
+    sub("watch", WatchRequest, WatchUpdate, _watch),
+    sub("watchDiagnostics", WatchDiagnosticsRequest, DiagnosticsRevision, _watch_diagnostics),
 )
 
 #: Routes by path (``/v1/op/send`` ...).

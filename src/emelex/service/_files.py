@@ -1,0 +1,245 @@
+"""``list_files``: one page of a workspace directory's direct children.
+
+Pages follow bytewise name order and resume after the last name a client saw, so the
+cursor is the exact path of that entry. A page needs the directory's sorted names: the
+sorted list is cached per directory identity and reused while the directory's change and
+modification times stay the same, so paginating a 100,000-entry directory scans it once
+instead of once per page. Each entry is still ``lstat``-ed fresh when its page is built.
+The blocking functions here run on worker threads.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import bisect
+import os
+import stat
+import threading
+import time
+from collections import OrderedDict
+from typing import Final
+
+from emelex.contracts import (
+    FILES_PAGE_TARGET_BYTES,
+    MAX_FILES_PAGE,
+    MAX_WORKSPACE_NAME_BYTES,
+    FileEntry,
+    FileKind,
+    FilesPage,
+    WorkspacePath,
+    trusted,
+)
+from emelex.service._errors import InvalidWorkspacePath
+from emelex.service._files_access import (
+    CONTROL_NAMES,
+    FileAuthority,
+    exact_names,
+    identity_text,
+    open_directory,
+    os_failure,
+    shown,
+    split_parts,
+)
+
+#: A directory modified this close to the start of its scan may change again within the
+#: same timestamp tick (timestamps are coarse): its names are not cached.
+RACY_NS: Final = 100_000_000
+#: Directories whose sorted names are kept, and their total names.
+CACHED_DIRECTORIES: Final = 32
+CACHED_NAMES: Final = 1_000_000
+#: Encoded bytes of an entry besides its Base64 path (keys, kind, size, time).
+ENTRY_OVERHEAD: Final = 128
+
+_Key = tuple[int, int, tuple[object, ...]]
+
+
+class NameCache:
+    """Sorted visible child names per directory identity (thread-safe, bounded LRU)."""
+
+    def __init__(self, directories: int = CACHED_DIRECTORIES, names: int = CACHED_NAMES) -> None:
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[_Key, tuple[tuple[int, int], list[bytes]]] = OrderedDict()
+        self._directories = directories
+        self._names = names
+        self._total = 0
+        self.scans = 0
+
+    def names(
+        self, authority: FileAuthority, fd: int, info: os.stat_result, parts: tuple[bytes, ...]
+    ) -> list[bytes]:
+        key = (info.st_dev, info.st_ino, authority.key)
+        stamp = (info.st_mtime_ns, info.st_ctime_ns)
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None and hit[0] == stamp:
+                self._entries.move_to_end(key)
+                return hit[1]
+        started = time.time_ns()
+        names = scan_names(authority, fd, info, parts)
+        self.scans += 1
+        if max(stamp) < started - RACY_NS:
+            self._keep(key, stamp, names)
+        return names
+
+    def _keep(self, key: _Key, stamp: tuple[int, int], names: list[bytes]) -> None:
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._total -= len(old[1])
+            if len(names) > self._names:
+                return
+            self._entries[key] = (stamp, names)
+            self._total += len(names)
+            while len(self._entries) > self._directories or self._total > self._names:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self._total -= len(dropped)
+
+
+def scan_names(
+    authority: FileAuthority, fd: int, info: os.stat_result, parts: tuple[bytes, ...]
+) -> list[bytes]:
+    """The visible child names of the open directory ``fd``, sorted bytewise. (The
+    Host's private directories are dropped when a page ``lstat``-s them.)"""
+    try:
+        listed = os.listdir(fd)
+    except OSError as exc:
+        raise os_failure(exc, shown(b"/".join(parts))) from exc
+    names = exact_names(listed)
+    if authority.hidden:
+        names = [raw for raw in names if not authority.excluded((*parts, raw))]
+    names.sort()
+    for control in CONTROL_NAMES:  # a sorted list: find the few control names directly
+        at = bisect.bisect_left(names, control)
+        if at < len(names) and names[at] == control:
+            del names[at]
+    return names
+
+
+def _kind(mode: int) -> FileKind:
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    return "other"
+
+
+# Entries are built without the construction checks (``trusted``, faster still): the
+# Host derived every value from the filesystem itself, and a page holds up to 128.
+_new = object.__new__
+_set_bytes = WorkspacePath.__dict__["bytes_base64"].__set__
+_set_path = FileEntry.__dict__["path"].__set__
+_set_kind = FileEntry.__dict__["kind"].__set__
+_set_size = FileEntry.__dict__["size"].__set__
+_set_modified = FileEntry.__dict__["modified_ms"].__set__
+lstat = os.stat
+b2a_base64 = binascii.b2a_base64
+S_ISDIR = stat.S_ISDIR
+
+
+def _within_budget(names: list[bytes], start: int, prefix: int, used: int) -> list[bytes]:
+    """The names from ``start`` that fit one page: at most ``MAX_FILES_PAGE``, within the
+    byte target (with room for the cursor), and always at least one."""
+    batch = names[start : start + MAX_FILES_PAGE]
+    widest = 4 * ((prefix + MAX_WORKSPACE_NAME_BYTES + 2) // 3) + ENTRY_OVERHEAD
+    if used + (len(batch) + 1) * widest <= FILES_PAGE_TARGET_BYTES:
+        return batch  # the usual case: even the longest names would fit
+    for count, name in enumerate(batch):
+        cost = 4 * ((prefix + len(name) + 2) // 3) + ENTRY_OVERHEAD
+        if count and used + cost + cost > FILES_PAGE_TARGET_BYTES:
+            return batch[:count]
+        used += cost
+    return batch
+
+
+def _lstat_all(fd: int, batch: list[bytes], prefix: bytes) -> list[os.stat_result | None]:
+    """``lstat`` of each name below ``fd``; ``None`` for a name removed meanwhile."""
+    try:
+        return [lstat(name, dir_fd=fd, follow_symlinks=False) for name in batch]
+    except OSError:
+        pass  # one of them failed: find out which, one at a time
+    found: list[os.stat_result | None] = []
+    for name in batch:
+        try:
+            found.append(lstat(name, dir_fd=fd, follow_symlinks=False))
+        except FileNotFoundError:
+            found.append(None)
+        except OSError as exc:
+            raise os_failure(exc, shown(prefix + name)) from exc
+    return found
+
+
+def _is_private_dir(child: os.stat_result, private: frozenset[tuple[int, int]]) -> bool:
+    return S_ISDIR(child.st_mode) and (child.st_dev, child.st_ino) in private
+
+
+def _entry(encoded: str, child: os.stat_result) -> FileEntry:
+    mode = child.st_mode
+    path = _new(WorkspacePath)
+    _set_bytes(path, encoded)
+    entry = _new(FileEntry)
+    _set_path(entry, path)
+    if stat.S_ISREG(mode):
+        _set_kind(entry, "file")
+        _set_size(entry, child.st_size)
+        _set_modified(entry, child.st_mtime_ns // 1_000_000)
+        return entry
+    _set_kind(entry, _kind(mode))
+    _set_size(entry, None)
+    _set_modified(entry, None)
+    return entry
+
+
+def list_page(
+    authority: FileAuthority,
+    cache: NameCache,
+    session_id: str,
+    path: WorkspacePath | None,
+    after: WorkspacePath | None,
+) -> FilesPage:
+    """One page of ``path``'s children after ``after`` (blocking; for a worker thread)."""
+    raw = None if path is None else path.raw
+    parts = split_parts(raw)
+    prefix = b"" if raw is None else raw + b"/"
+    after_name: bytes | None = None
+    if after is not None:
+        after_raw = after.raw
+        after_name = after_raw[len(prefix) :]
+        if not after_raw.startswith(prefix) or b"/" in after_name:
+            raise InvalidWorkspacePath(f"{shown(after_raw)} is not a child of {shown(raw or b'')}")
+    fd, _root, info = open_directory(authority, parts)
+    try:
+        names = cache.names(authority, fd, info, parts)
+        index = 0 if after_name is None else bisect.bisect_right(names, after_name)
+        private = authority.private
+        # The page repeats its own path and carries the cursor (as long as an entry's).
+        used = 2 * ENTRY_OVERHEAD + 3 * len(base64.b64encode(prefix))
+        entries: list[FileEntry] = []
+        while not entries and index < len(names):  # a page of vanished names: go on
+            batch = _within_budget(names, index, len(prefix), used)
+            index += len(batch)
+            stats = _lstat_all(fd, batch, prefix)
+            entries = [
+                _entry(b2a_base64(prefix + name, newline=False).decode("ascii"), child)
+                for name, child in zip(batch, stats, strict=True)
+                if child is not None and not (private and _is_private_dir(child, private))
+            ]
+    finally:
+        os.close(fd)
+    more = index < len(names)
+    return trusted(
+        FilesPage,
+        session_id=session_id,
+        path=path,
+        directory_identity=identity_text(info),
+        entries=tuple(entries),
+        next_after=entries[-1].path if more else None,
+    )
+
+
+#: The names cache of every Host in the process (keys include each session's exclusions).
+NAMES: Final = NameCache()
+
+__all__ = ["NAMES", "NameCache", "list_page", "scan_names"]
