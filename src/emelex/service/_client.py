@@ -9,6 +9,7 @@ and the Host answers the retry with the original receipt.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import pathlib
@@ -30,6 +31,7 @@ import trio
 
 from emelex._errors import EmelexError, LimitExceeded
 from emelex.contracts import (
+    MAX_PATCH_PAGE_BYTES,
     AgentWorker,
     AttachmentMeta,
     ContextReport,
@@ -45,10 +47,16 @@ from emelex.contracts import (
     ExecuteRequest,
     ExecuteResult,
     ExecuteResultRequest,
+    FilesPage,
     ForkReceipt,
     ForkReceiptRequest,
     ForkRequest,
     ForkWorker,
+    GitArea,
+    GitDiff,
+    GitDiffRequest,
+    GitStatus,
+    GitStatusRequest,
     Hello,
     HistoryPage,
     HistoryPageRequest,
@@ -56,12 +64,17 @@ from emelex.contracts import (
     Interaction,
     InteractionRequest,
     InteractionResponse,
+    ListFilesRequest,
     ListSessionsRequest,
+    PatchPage,
     PendingInteractions,
     PendingInteractionsRequest,
     Position,
     QueueRequest,
     QueueSnapshot,
+    ReadFileRequest,
+    ReadFileUpdate,
+    ReadPatchRequest,
     ReadRowRequest,
     RespondReceipt,
     RespondRequest,
@@ -71,16 +84,21 @@ from emelex.contracts import (
     SendRequest,
     SessionInfo,
     SessionList,
+    SnapshotPatchReceipt,
+    SnapshotPatchRequest,
     StartWorkerRequest,
     StopReceipt,
     StopRequest,
     WatchDiagnosticsRequest,
     WatchEnded,
+    WatchFilesRequest,
+    WatchFilesUpdate,
     WatchRequest,
     WatchUpdate,
     WorkerReceipt,
     WorkHubRequest,
     WorkHubSnapshot,
+    WorkspacePath,
     from_wire,
     to_wire,
 )
@@ -517,6 +535,81 @@ class HostClient:
         request = ContextRequest(session_id=session_id, through=through)  # type: ignore[arg-type]
         result: ContextReport = await self._op("context", request)
         return result
+
+    # -- the session's workspace (issue 14) ---------------------------------------------
+    async def git_status(self, session_id: str) -> GitStatus | None:
+        request = GitStatusRequest(session_id=session_id)  # type: ignore[arg-type]
+        result: GitStatus | None = await self._op("gitStatus", request)
+        return result
+
+    async def git_diff(self, session_id: str, area: GitArea, path: bytes) -> GitDiff | None:
+        request = GitDiffRequest(
+            session_id=session_id,  # type: ignore[arg-type]
+            area=area,
+            path=base64.b64encode(path).decode("ascii"),  # type: ignore[arg-type]
+        )
+        result: GitDiff | None = await self._op("gitDiff", request)
+        return result
+
+    async def snapshot_patch(self, session_id: str, *, operation: str) -> SnapshotPatchReceipt:
+        request = SnapshotPatchRequest(
+            session_id=session_id,  # type: ignore[arg-type]
+            operation=operation,  # type: ignore[arg-type]
+        )
+        result: SnapshotPatchReceipt = await self._op("snapshotPatch", request)
+        return result
+
+    async def read_patch(
+        self,
+        session_id: str,
+        patch_id: str,
+        *,
+        offset: int = 0,
+        limit: int = MAX_PATCH_PAGE_BYTES,
+    ) -> PatchPage:
+        request = ReadPatchRequest(
+            session_id=session_id,  # type: ignore[arg-type]
+            patch_id=patch_id,  # type: ignore[arg-type]
+            offset=offset,
+            limit=limit,
+        )
+        result: PatchPage = await self._op("readPatch", request)
+        return result
+
+    async def list_files(
+        self,
+        session_id: str,
+        path: WorkspacePath | None = None,
+        *,
+        after: WorkspacePath | None = None,
+    ) -> FilesPage:
+        request = ListFilesRequest(
+            session_id=session_id,  # type: ignore[arg-type]
+            path=path,
+            after=after,
+        )
+        result: FilesPage = await self._op("listFiles", request)
+        return result
+
+    @asynccontextmanager
+    async def watch_files(
+        self, session_id: str, path: WorkspacePath | None = None
+    ) -> AsyncIterator[AsyncIterator[WatchFilesUpdate]]:
+        request = WatchFilesRequest(session_id=session_id, path=path)  # type: ignore[arg-type]
+        async with self._subscribe("watchFiles", request) as updates:
+            yield updates
+
+    @asynccontextmanager
+    async def read_file(
+        self, session_id: str, path: WorkspacePath, *, expected_version: str | None = None
+    ) -> AsyncIterator[AsyncIterator[ReadFileUpdate]]:
+        request = ReadFileRequest(
+            session_id=session_id,  # type: ignore[arg-type]
+            path=path,
+            expected_version=expected_version,  # type: ignore[arg-type]
+        )
+        async with self._subscribe("readFile", request) as updates:
+            yield updates
 
 
 def _describe(error: BaseException) -> str:

@@ -8,6 +8,7 @@ the security tests all read this one table, so a new operation joins by adding a
 
 from __future__ import annotations
 
+import base64
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -26,19 +27,29 @@ from emelex.contracts import (
     ExecuteRequest,
     ExecuteResult,
     ExecuteResultRequest,
+    FilesPage,
     ForkReceipt,
     ForkReceiptRequest,
     ForkRequest,
+    GitDiff,
+    GitDiffRequest,
+    GitStatus,
+    GitStatusRequest,
     HistoryPage,
     HistoryPageRequest,
     HistoryRow,
     Interaction,
     InteractionRequest,
+    ListFilesRequest,
     ListSessionsRequest,
+    PatchPage,
     PendingInteractions,
     PendingInteractionsRequest,
     QueueRequest,
     QueueSnapshot,
+    ReadFileRequest,
+    ReadFileUpdate,
+    ReadPatchRequest,
     ReadRowRequest,
     RespondReceipt,
     RespondRequest,
@@ -47,10 +58,14 @@ from emelex.contracts import (
     SendReceipt,
     SendRequest,
     SessionList,
+    SnapshotPatchReceipt,
+    SnapshotPatchRequest,
     StartWorkerRequest,
     StopReceipt,
     StopRequest,
     WatchDiagnosticsRequest,
+    WatchFilesRequest,
+    WatchFilesUpdate,
     WatchRequest,
     WatchUpdate,
     WorkerReceipt,
@@ -114,6 +129,21 @@ def _watch_diagnostics(
     host: Host, r: WatchDiagnosticsRequest
 ) -> AbstractAsyncContextManager[AsyncIterator[Any]]:
     return host.watch_diagnostics(r.session_id)
+
+
+def _watch_files(
+    host: Host, r: WatchFilesRequest
+) -> AbstractAsyncContextManager[AsyncIterator[Any]]:
+    return host.watch_files(r.session_id, r.path)
+
+
+def _read_file(host: Host, r: ReadFileRequest) -> AbstractAsyncContextManager[AsyncIterator[Any]]:
+    return host.read_file(r.session_id, r.path, expected_version=r.expected_version)
+
+
+async def _git_diff(host: Host, r: GitDiffRequest) -> GitDiff | None:
+    # The contract checked the base64 form; the Host takes the exact pathname bytes.
+    return await host.git_diff(r.session_id, r.area, base64.b64decode(r.path, validate=True))
 
 
 async def _sessions(host: Host, _: ListSessionsRequest) -> SessionList:
@@ -248,6 +278,35 @@ ROUTES: Final[tuple[Route, ...]] = (
     op("workers", WorkHubRequest, WorkHubSnapshot, lambda h, r: h.workers(r.coordinator_id)),
     sub("watch", WatchRequest, WatchUpdate, _watch),
     sub("watchDiagnostics", WatchDiagnosticsRequest, DiagnosticsRevision, _watch_diagnostics),
+    # The session's workspace (issue 14): git, completed-work patches, files.
+    op(
+        "gitStatus",
+        GitStatusRequest,
+        GitStatus,
+        lambda h, r: h.git_status(r.session_id),
+        nullable=True,
+    ),
+    op("gitDiff", GitDiffRequest, GitDiff, _git_diff, nullable=True),
+    op(
+        "snapshotPatch",
+        SnapshotPatchRequest,
+        SnapshotPatchReceipt,
+        lambda h, r: h.snapshot_patch(r.session_id, operation=r.operation),
+    ),
+    op(
+        "readPatch",
+        ReadPatchRequest,
+        PatchPage,
+        lambda h, r: h.read_patch(r.session_id, r.patch_id, offset=r.offset, limit=r.limit),
+    ),
+    op(
+        "listFiles",
+        ListFilesRequest,
+        FilesPage,
+        lambda h, r: h.list_files(r.session_id, r.path, after=r.after),
+    ),
+    sub("watchFiles", WatchFilesRequest, WatchFilesUpdate, _watch_files),
+    sub("readFile", ReadFileRequest, ReadFileUpdate, _read_file),
 )
 
 #: Routes by path (``/v1/op/send`` ...).
