@@ -128,3 +128,28 @@ async def test_a_lost_answer_is_retried_with_the_same_operation(tmp_path: Path) 
             assert len(admitted) + len(users) >= 1
             assert len(admitted) <= 1 and len(users) <= 1
             assert receipt == await plain.send(session.id, "hello", operation="send-1")
+
+
+async def test_batched_subscriptions_send_lists_of_updates(tmp_path: Path) -> None:
+    from emelex.service._websocket import WebSocket
+
+    async with served(tmp_path, {"helper": agent()}) as serving:
+        async with HostClient.connect(root=tmp_path) as client:
+            session_id = (await client.create_session("helper", tmp_path, operation="c")).session.id
+        frames: list[dict[str, Any]] = []
+        for target in ("/v1/sub/watch", "/v1/sub/watch?batch=1"):
+            stream = await trio.open_unix_socket(str(serving.socket_path))
+            socket = await WebSocket.open(
+                stream, host="x", target=target, headers=[], max_message=1 << 20
+            )
+            try:
+                await socket.send_text(json.dumps({"sessionId": session_id, "after": None}))
+                with trio.fail_after(30):
+                    text = await socket.receive_text()
+                assert text is not None
+                frames.append(json.loads(text))
+            finally:
+                await socket.aclose()
+        single, batched = frames
+        assert single["update"]["kind"] == "queue"
+        assert [u["kind"] for u in batched["updates"]][:1] == ["queue"]

@@ -265,7 +265,7 @@ class HostClient:
         socket = await WebSocket.open(
             stream,
             host=self._authority,
-            target=route.path,
+            target=route.path + "?batch=1",  # updates that queued up share a frame
             headers=headers,
             max_message=MAX_ANSWER_BYTES,
         )
@@ -659,7 +659,11 @@ async def _updates(socket: WebSocket, update_type: Any) -> AsyncGenerator[Any, N
         frame = _decode(text)
         if not isinstance(frame, dict) or len(frame) != 1:
             raise TransportError("the Host sent a frame that is not one update")
-        if "update" in frame:
+        if "updates" in frame and isinstance(frame["updates"], list):
+            for wire in frame["updates"]:
+                key = json.dumps(wire, ensure_ascii=False, separators=(",", ":"))
+                yield _decoded_update(key, update_type, wire)
+        elif "update" in frame:
             yield _decoded_update(text, update_type, frame["update"])
         elif "end" in frame:
             if frame["end"] is not None:

@@ -41,14 +41,24 @@ class FrameCache:
 _ENCODED = FrameCache()
 
 
-def update_frame(update: Any) -> str:
-    """The text frame ``{"update": <wire update>}`` of ``update``."""
+def update_text(update: Any) -> str:
+    """The wire JSON of ``update``."""
     try:
         cached: str | None = _ENCODED.get(update)
     except TypeError:  # an unhashable value (a free-form JSON field): encode it each time
-        return dump({"update": to_wire(update)}).decode()
+        return dump(to_wire(update)).decode()
     if cached is None:
-        cached = dump({"update": to_wire(update)}).decode()
+        cached = dump(to_wire(update)).decode()
         if len(cached) <= MAX_CACHED_TEXT:
             _ENCODED.put(update, cached)
     return cached
+
+
+def update_frame(update: Any) -> str:
+    """The text frame ``{"update": <wire update>}`` of ``update``."""
+    return '{"update":' + update_text(update) + "}"
+
+
+def batch_frame(updates: list[Any]) -> str:
+    """The text frame ``{"updates": [<wire update>, ...]}``."""
+    return '{"updates":[' + ",".join(update_text(u) for u in updates) + "]}"

@@ -15,6 +15,7 @@ import logging
 import mimetypes
 import pathlib
 import secrets
+import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -48,7 +49,7 @@ from emelex.service._errors import (
     UnknownRoute,
     UnknownSession,
 )
-from emelex.service._frames import update_frame
+from emelex.service._frames import batch_frame, update_frame
 from emelex.service._json import dump, parse_object
 from emelex.service._resource import RESOURCE_TYPE, read_head, rest_of_body
 from emelex.service._route_doc import route_document
@@ -68,6 +69,10 @@ _log = logging.getLogger("emelex.service")
 STATIC_DIR: Final = pathlib.Path(__file__).with_name("_static")
 #: Bodies above this many bytes are parsed on a worker thread (the loop stays free).
 _THREAD_PARSE_BYTES: Final = 64 * 1024
+#: Updates a batched subscription holds between the Host and its socket, and the most
+#: one frame carries.
+_BATCH_BUFFER: Final = 32
+_BATCH_MOST: Final = 64
 #: Operations that admit new work; a draining Host refuses them (503) and serves the rest.
 ADMISSIONS: Final = frozenset({"createSession", "send", "fork", "execute", "startWorker"})
 
@@ -290,7 +295,8 @@ class HostApp:
             if route is None or route.kind != "sub":
                 raise UnknownRoute(f"no subscription at {scope['path']}")
             request: Any = from_wire(route.request, first)
-            await self._stream(route, request, socket)
+            batch = urllib.parse.parse_qs(scope.get("query_string", b"").decode()).get("batch")
+            await self._stream(route, request, socket, batch=batch == ["1"])
         except _Gone:
             return
         except Exception as exc:
@@ -298,24 +304,62 @@ class HostApp:
                 _log.exception("the Host failed a subscription to %s", scope["path"])
             await socket.finish(error_body(exc), code=1008)
 
-    async def _stream(self, route: Route, request: Any, socket: _Socket) -> None:
+    async def _stream(self, route: Route, request: Any, socket: _Socket, *, batch: bool) -> None:
         async with trio.open_nursery() as nursery:
             # The client sends nothing after its request: a frame is a protocol error and
             # a close ends the subscription (the reader cancels the stream).
             failure: list[BaseException] = []
             nursery.start_soon(socket.watch_peer, nursery.cancel_scope, failure)
             async with route.call(self.host, request) as updates:
-                async for update in updates:
-                    if isinstance(update, WatchEnded):
-                        await socket.send({"end": to_wire(update)})
-                        break
-                    await socket.send_text(update_frame(update))
+                if batch:
+                    await _send_batched(updates, socket)
                 else:
-                    await socket.send({"end": None})
+                    await _send_each(updates, socket)
             nursery.cancel_scope.cancel()
         if failure:
             raise failure[0]
         await socket.close(1000)
+
+
+async def _send_each(updates: AsyncIterator[Any], socket: _Socket) -> None:
+    async for update in updates:
+        if isinstance(update, WatchEnded):
+            await socket.send({"end": to_wire(update)})
+            return
+        await socket.send_text(update_frame(update))
+    await socket.send({"end": None})
+
+
+async def _send_batched(updates: AsyncIterator[Any], socket: _Socket) -> None:
+    """One frame carries every update that is ready when the previous send finished:
+    a watcher that keeps up gets one update per frame, one that falls behind gets fewer,
+    larger frames. The small channel keeps backpressure reaching the Host."""
+    sender, receiver = trio.open_memory_channel[Any](_BATCH_BUFFER)
+
+    async def pump() -> None:
+        async with sender:
+            async for update in updates:
+                await sender.send(update)
+                if isinstance(update, WatchEnded):
+                    return
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(pump)
+        async with receiver:
+            async for first in receiver:
+                ready = [first]
+                while len(ready) < _BATCH_MOST and not isinstance(ready[-1], WatchEnded):
+                    try:
+                        ready.append(receiver.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                end = ready.pop() if isinstance(ready[-1], WatchEnded) else None
+                if ready:
+                    await socket.send_text(batch_frame(ready))
+                if end is not None:
+                    await socket.send({"end": to_wire(end)})
+                    return
+            await socket.send({"end": None})
 
 
 class _Gone(Exception):

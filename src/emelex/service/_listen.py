@@ -25,6 +25,7 @@ from hypercorn.utils import wrap_app
 from emelex.service._errors import TooManyConnections
 from emelex.service._http import HostApp, error_body
 from emelex.service._json import dump
+from emelex.service._wsserver import is_websocket, read_head, serve_websocket
 
 #: How long a connection whose peer closed its side may still finish an answer.
 _AFTER_EOF_SECONDS = 1.0
@@ -61,8 +62,9 @@ class _Tracked:
     """A connection's stream that reports when hypercorn closed it (else transparent:
     hypercorn probes attributes such as ``do_handshake`` to tell TLS from plain)."""
 
-    def __init__(self, stream: Any) -> None:
+    def __init__(self, stream: Any, prefix: bytes = b"") -> None:
         self._stream = stream
+        self._prefix = prefix  # bytes already read from the stream, handed out first
         #: Set when hypercorn closed the stream.
         self.closed = trio.Event()
         #: Set when the stream was closed or the peer closed its side.
@@ -72,6 +74,9 @@ class _Tracked:
         return getattr(self._stream, name)
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        if self._prefix:
+            prefix, self._prefix = self._prefix, b""
+            return prefix
         try:
             data: bytes = await self._stream.receive_some(max_bytes)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -124,7 +129,26 @@ async def serve_listener(
             return
         active += 1
         try:
-            tracked = _Tracked(stream)
+            try:
+                with trio.fail_after(config.keep_alive_timeout):
+                    head = await read_head(stream)
+            except (
+                trio.TooSlowError,
+                ValueError,
+                trio.BrokenResourceError,
+                trio.ClosedResourceError,
+            ):
+                head = b""  # idle, oversized or broken before a request: close it
+            if not head:
+                await trio.aclose_forcefully(stream)
+                return
+            if is_websocket(head):
+                try:
+                    await serve_websocket(app, stream, head, app.limits.max_ws_message)
+                finally:
+                    await trio.aclose_forcefully(stream)
+                return
+            tracked = _Tracked(stream, head)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_connection, wrapped, config, worker, tracked)
                 # hypercorn keeps a connection's idle timer running after the peer left.

@@ -7,6 +7,7 @@ every send is awaited, so a subscription's backpressure reaches the Host.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Final
 
 import trio
@@ -86,7 +87,8 @@ class WebSocket:
             elif isinstance(event, CloseConnection):
                 self.close_code = event.code
                 if self._ws.state.name == "REMOTE_CLOSING":
-                    await self._write(event.response())
+                    with contextlib.suppress(TransportError):  # the Host may be gone already
+                        await self._write(event.response())
                 if event.code == _TOO_BIG:
                     raise RequestTooLarge("the Host refused a message as too large")
                 return None

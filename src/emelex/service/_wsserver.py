@@ -1,0 +1,194 @@
+"""Subscriptions' WebSockets served straight from wsproto, for the same ASGI app.
+
+A connection whose first request is a WebSocket upgrade (every subscription: clients
+open a fresh connection for each) is handled here instead of by hypercorn: the app gets
+the same ASGI ``websocket`` messages, and each update it sends is one framed
+``send_all`` on the socket. hypercorn's general path costs several locked, shielded
+hops per message, which dominated a busy session's fan-out to many watchers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any, Final
+
+import trio
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import (
+    AcceptConnection,
+    BytesMessage,
+    CloseConnection,
+    Event,
+    Ping,
+    RejectConnection,
+    Request,
+    TextMessage,
+)
+from wsproto.utilities import RemoteProtocolError
+
+#: The most a request head may hold before it is refused.
+MAX_HEAD_BYTES: Final = 16 * 1024
+_UPGRADE: Final = re.compile(rb"\r\nupgrade:[ \t]*websocket[ \t]*\r\n", re.IGNORECASE)
+_RECEIVE_BYTES: Final = 64 * 1024
+#: Close code for a message over the bound (as hypercorn sends).
+TOO_BIG: Final = 1009
+
+App = Callable[
+    [
+        MutableMapping[str, Any],
+        Callable[[], Awaitable[MutableMapping[str, Any]]],
+        Callable[[MutableMapping[str, Any]], Awaitable[None]],
+    ],
+    Awaitable[None],
+]
+
+
+async def read_head(stream: trio.abc.ReceiveStream) -> bytes:
+    """The bytes received up to the end of the first request head (maybe more, never
+    less); empty when the peer closed first. Raises ``ValueError`` past
+    ``MAX_HEAD_BYTES``."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        if len(data) > MAX_HEAD_BYTES:
+            raise ValueError("request head too large")
+        chunk = await stream.receive_some(_RECEIVE_BYTES)
+        if not chunk:
+            return data
+        data += chunk
+    return data
+
+
+def is_websocket(head: bytes) -> bool:
+    """Whether the first request asks to upgrade to a WebSocket."""
+    end = head.find(b"\r\n\r\n")
+    return head.startswith(b"GET ") and _UPGRADE.search(head[: end + 2]) is not None
+
+
+class _Connection:
+    """One WebSocket connection speaking ASGI to the app."""
+
+    def __init__(self, stream: trio.abc.Stream, max_message: int) -> None:
+        self._stream = stream
+        self._ws = WSConnection(ConnectionType.SERVER)
+        self._max = max_message
+        self._events: list[Event] = []
+        self._write_lock = trio.Lock()
+        self._connected = False
+        self.closed = False
+
+    async def start(self, head: bytes) -> Request | None:
+        try:
+            self._ws.receive_data(head)
+            events = list(self._ws.events())
+        except RemoteProtocolError:
+            events = []
+        if not events or not isinstance(events[0], Request):
+            await self._raw(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+            return None
+        self._events = events[1:]
+        return events[0]
+
+    async def receive(self) -> MutableMapping[str, Any]:
+        if not self._connected:
+            self._connected = True
+            return {"type": "websocket.connect"}
+        parts: list[str | bytes] = []
+        size = 0
+        while True:
+            event = await self._next()
+            if event is None:
+                self.closed = True
+                return {"type": "websocket.disconnect", "code": 1006}
+            if isinstance(event, TextMessage | BytesMessage):
+                size += len(event.data)
+                if size > self._max:
+                    await self._write(CloseConnection(code=TOO_BIG))
+                    self.closed = True
+                    return {"type": "websocket.disconnect", "code": TOO_BIG}
+                parts.append(event.data if isinstance(event, TextMessage) else bytes(event.data))
+                if event.message_finished:
+                    if isinstance(event, TextMessage):
+                        return {"type": "websocket.receive", "text": "".join(parts)}  # type: ignore[arg-type]
+                    return {"type": "websocket.receive", "bytes": b"".join(parts)}  # type: ignore[arg-type]
+            elif isinstance(event, Ping):
+                await self._write(event.response())
+            elif isinstance(event, CloseConnection):
+                if not self.closed and self._ws.state.name == "REMOTE_CLOSING":
+                    await self._write(event.response())
+                self.closed = True
+                return {"type": "websocket.disconnect", "code": event.code}
+
+    async def send(self, message: MutableMapping[str, Any]) -> None:
+        kind = message["type"]
+        if kind == "websocket.accept":
+            await self._write(AcceptConnection())
+        elif kind == "websocket.send" and not self.closed:
+            if message.get("text") is not None:
+                await self._write(TextMessage(data=message["text"]))
+            else:
+                await self._write(BytesMessage(data=message.get("bytes") or b""))
+        elif kind == "websocket.close" and not self.closed:
+            self.closed = True
+            await self._write(CloseConnection(code=message.get("code", 1000)))
+        elif kind == "websocket.close":
+            return
+        elif kind == "websocket.send":
+            return  # the peer left; the app learns it from receive()
+        else:
+            await self._write(RejectConnection(status_code=403))
+
+    async def _next(self) -> Event | None:
+        while not self._events:
+            try:
+                data = await self._stream.receive_some(_RECEIVE_BYTES)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return None
+            self._ws.receive_data(bytes(data) or None)
+            try:
+                self._events.extend(self._ws.events())
+            except RemoteProtocolError:
+                return None
+            if not data and not self._events:
+                return None
+        return self._events.pop(0)
+
+    async def _write(self, event: Event) -> None:
+        try:
+            data = self._ws.send(event)
+        except Exception:  # wsproto refuses a send in a closed state: nothing to write
+            self.closed = True
+            return
+        await self._raw(data)
+
+    async def _raw(self, data: bytes) -> None:
+        async with self._write_lock:
+            try:
+                await self._stream.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self.closed = True
+
+
+async def serve_websocket(app: App, stream: trio.abc.Stream, head: bytes, max_message: int) -> None:
+    """Run ``app`` for the WebSocket whose upgrade request is ``head``."""
+    connection = _Connection(stream, max_message)
+    request = await connection.start(head)
+    if request is None:
+        return
+    path, _, query = request.target.partition("?")
+    headers = [(b"host", request.host.encode())]
+    headers += [(bytes(k).lower(), bytes(v)) for k, v in request.extra_headers]
+    scope: dict[str, Any] = {
+        "type": "websocket",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "scheme": "ws",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query.encode(),
+        "root_path": "",
+        "headers": headers,
+        "subprotocols": request.subprotocols,
+        "extensions": {},
+    }
+    await app(scope, connection.receive, connection.send)
