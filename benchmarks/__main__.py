@@ -75,6 +75,7 @@ BENCHMARKS: dict[str, str] = {
     "llama": "the native llama.cpp backend against llama-cpp-python and llama.cpp itself",
     "openai_stream": "the OpenAI backend's stream against a bare httpx reader (loopback)",
     "search_matcher": "the service's search matcher over generated history against rg -j1 -F",
+    "transport": "the Host over its socket (emelex serve) against bare hypercorn and in process",
 }
 #: Seconds a benchmark may run before it is stopped (and its rows marked failed).
 TIMEOUT_FULL = 3_600.0

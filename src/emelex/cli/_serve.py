@@ -162,7 +162,15 @@ def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException:
 def serve_command(args: argparse.Namespace) -> int:
     from emelex.cli._render import safe
     from emelex.service._errors import HostLocked, ServeError
-    from emelex.service._serve import Listen, ServeOptions
+
+    try:
+        from emelex.service._serve import Listen, ServeOptions
+    except ImportError as exc:  # hypercorn comes with the serve extra
+        print(
+            f"emelex serve: {safe(str(exc))}; install it with: pip install 'emelex[serve]'",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
 
     try:
         options = ServeOptions(
