@@ -153,6 +153,8 @@ def test_web_page_drives_a_session(served: ServedHost, browser: Any, tmp_path: P
     steps.shot("running")
     answer = page.locator("#rows li.assistant .body")
     expect(answer).to_have_text("Hello from the Host.")
+    # It came through the watch: the page read history once, before the send.
+    expect(page.locator("#history-info")).to_contain_text("1 page, live through event")
     expect(page.locator("#rows li.user .body")).to_have_text("hello")
     reasoning = page.locator("#rows li.assistant details.reasoning")
     expect(reasoning).to_have_count(1)

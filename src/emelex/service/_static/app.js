@@ -427,6 +427,8 @@ const view = {
     if (update.kind === "rows") {
       this.addRows(update.rows);
       this.fence = Math.max(this.fence ?? 0, update.through);
+      $("history-info").textContent =
+        `history: ${this.pages} page${this.pages === 1 ? "" : "s"}, live through event ${this.fence}`;
     } else if (update.kind === "queue") {
       this.renderQueue(update.queue.entries);
     } else if (update.kind === "interactions") {
