@@ -1271,8 +1271,9 @@ class Host:
     def _file_authority(self, session_id: str) -> FileAuthority:
         state = self._state(session_id)
         agent = self._agents.get(state.agent_name)
-        hidden = () if agent is None else agent.workspace_policy.hidden
-        return session_authority(state.workspace, hidden, self.root)
+        if agent is None:  # its hidden paths are unknown here: fail closed
+            raise UnknownAgent(f"the Host knows no agent named {state.agent_name!r}")
+        return session_authority(state.workspace, agent.workspace_policy.hidden, self.root)
 
     async def list_files(
         self,
