@@ -681,6 +681,10 @@ EXPECTED: dict[str, set[str]] = {
         "UnknownRoute",
         "ServeError",
         "TooManyConnections",
+        "Listen",
+        "ServeOptions",
+        "Serving",
+        "serve",
     },
     "emelex.service.search": {
         "MAX_FIELD_CHARS",

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Final
 import trio
 
 if TYPE_CHECKING:
-    from emelex.app import Agent
-    from emelex.service._serve import ServeOptions, Serving
+    from emelex.app import Agent, Harness
+    from emelex.service import ServeOptions, Serving
 
 EXIT_OK: Final = 0
 EXIT_USAGE: Final = 2
@@ -119,7 +119,7 @@ async def _serve(args: argparse.Namespace, options: ServeOptions) -> int:
     from emelex.cli._errors import ModelSpecError
     from emelex.cli._models import open_model
     from emelex.cli._render import safe
-    from emelex.service._serve import serve
+    from emelex.service import serve
 
     packages = _packages(options.root, args.agent)
     if isinstance(packages, str):
@@ -132,10 +132,14 @@ async def _serve(args: argparse.Namespace, options: ServeOptions) -> int:
                 nursery.start_soon(_watch_signals, stop)
                 async with open_model(args.model, base_url=args.base_url) as loaded:
                     agents: dict[str, Agent] = {}
+                    harnesses: dict[str, Harness] = {}
                     for name, path in packages.items():
                         binding = load_package(path).info.binding
-                        agents[name] = load_package(path, bindings={binding: loaded.client}).agent
-                    await serve(options, agents, stop=stop, ready=_announce)
+                        package = load_package(path, bindings={binding: loaded.client})
+                        # The package's harness brings its built-in tools and workspace
+                        # policy, exactly as `emelex run PACKAGE` starts it.
+                        agents[name], harnesses[name] = package.agent, package.harness()
+                    await serve(options, agents, stop=stop, ready=_announce, harnesses=harnesses)
                 nursery.cancel_scope.cancel()
         except BaseExceptionGroup as group:
             raise _sole(group) from None
@@ -161,10 +165,10 @@ def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 def serve_command(args: argparse.Namespace) -> int:
     from emelex.cli._render import safe
-    from emelex.service._errors import HostLocked, ServeError
+    from emelex.service import HostLocked, ServeError
 
     try:
-        from emelex.service._serve import Listen, ServeOptions
+        from emelex.service import Listen, ServeOptions
     except ImportError as exc:  # hypercorn comes with the serve extra
         print(
             f"emelex serve: {safe(str(exc))}; install it with: pip install 'emelex[serve]'",

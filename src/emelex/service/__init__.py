@@ -63,6 +63,12 @@ if TYPE_CHECKING:
     from emelex.service._host import (
         Host,
     )
+    from emelex.service._serve import (
+        Listen,
+        ServeOptions,
+        Serving,
+        serve,
+    )
 
 _LAZY = {
     "AttachmentError": "emelex.service._errors",
@@ -85,12 +91,15 @@ _LAZY = {
     "InteractionSettled": "emelex.service._errors",
     "InvalidRequest": "emelex.service._errors",
     "InvalidWorkspacePath": "emelex.service._errors",
+    "Listen": "emelex.service._serve",
     "NotRepositoryRoot": "emelex.service._errors",
     "OperationConflict": "emelex.service._errors",
     "QueueFull": "emelex.service._errors",
     "RequestTooLarge": "emelex.service._errors",
     "ServeError": "emelex.service._errors",
+    "ServeOptions": "emelex.service._serve",
     "ServiceError": "emelex.service._errors",
+    "Serving": "emelex.service._serve",
     "SparseCheckoutUnsupported": "emelex.service._errors",
     "SubmoduleUnsupported": "emelex.service._errors",
     "TooManyConnections": "emelex.service._errors",
@@ -106,6 +115,7 @@ _LAZY = {
     "WorkspacePathNotFound": "emelex.service._errors",
     "WorkspaceUnavailable": "emelex.service._errors",
     "assemble_file": "emelex.service._file_assembly",
+    "serve": "emelex.service._serve",
 }
 
 __all__ = [
@@ -129,12 +139,15 @@ __all__ = [
     "InteractionSettled",
     "InvalidRequest",
     "InvalidWorkspacePath",
+    "Listen",
     "NotRepositoryRoot",
     "OperationConflict",
     "QueueFull",
     "RequestTooLarge",
     "ServeError",
+    "ServeOptions",
     "ServiceError",
+    "Serving",
     "SparseCheckoutUnsupported",
     "SubmoduleUnsupported",
     "TooManyConnections",
@@ -150,6 +163,7 @@ __all__ = [
     "WorkspacePathNotFound",
     "WorkspaceUnavailable",
     "assemble_file",
+    "serve",
 ]
 
 

@@ -30,7 +30,7 @@ from emelex.agent import (
     AgentError,
     current_turn,
 )
-from emelex.app import Agent, Engine
+from emelex.app import Agent, Engine, Harness
 from emelex.app import Session as AppSession
 from emelex.contracts import (
     MAX_ATTACHMENT_BYTES,
@@ -182,8 +182,10 @@ class Host:
         watch_buffer: int,
         titles: bool = False,
         max_attachment_bytes: int = MAX_ATTACHMENT_BYTES,
+        harnesses: Mapping[str, Harness] | None = None,
     ) -> None:
         self.root = root
+        self._harnesses = dict(harnesses or {})
         self._titles = titles
         self._max_attachment_bytes = max_attachment_bytes
         self._store = store
@@ -207,15 +209,21 @@ class Host:
         watch_buffer: int = DEFAULT_WATCH_BUFFER,
         titles: bool = False,
         max_attachment_bytes: int = MAX_ATTACHMENT_BYTES,
+        harnesses: Mapping[str, Harness] | None = None,
     ) -> AsyncIterator[Host]:
         """Open the Host whose state lives under ``root`` (created 0700), recover every
         stored session, and run until the block exits (running turns are then cancelled
         and settled by the harness rules). With ``titles``, a session without a title
         gets one from a short call of its agent's model after its first completed turn
         (at most ``TITLE_SECONDS``); a failure there is a diagnostic, never a turn
-        failure."""
+        failure. ``harnesses`` gives an agent its harness (built-in file and shell
+        tools, workspace policy), as an agent package's ``harness()`` does for
+        ``emelex run``; an agent without one runs with its own tools only."""
         path = pathlib.Path(root)
         await trio.Path(path).mkdir(mode=0o700, parents=True, exist_ok=True)
+        for name in harnesses or {}:
+            if name not in agents:
+                raise TypeError(f"a harness is given for {name!r}, which is no agent")
         for name in agents:
             if not isinstance(agents[name], Agent):
                 raise TypeError(f"agent {name!r} is not an emelex Agent")
@@ -234,6 +242,7 @@ class Host:
                         watch_buffer=watch_buffer,
                         titles=titles,
                         max_attachment_bytes=max_attachment_bytes,
+                        harnesses=harnesses,
                     )
                     await host._recover()
                     try:
@@ -868,9 +877,12 @@ class Host:
                 workspace=pathlib.Path(state.workspace),
             )
             history = (await self._store.load_session(state.session_id)).messages if stored else ()
+            starter = self._engine.create(agent)
+            harness = self._harnesses.get(state.agent_name)
+            if harness is not None:
+                starter = starter.harness(harness)
             state.app = (
-                await self._engine.create(agent)
-                .session_id(state.session_id)
+                await starter.session_id(state.session_id)
                 .history(history)
                 .tool_journal(functools.partial(self._journal, state))
                 .start()

@@ -33,7 +33,7 @@ from emelex.service._http import HostApp, Limits
 from emelex.service._listen import serve_listener
 
 if TYPE_CHECKING:
-    from emelex.app import Agent
+    from emelex.app import Agent, Harness
     from emelex.service._host import Host
 
 #: The private state directory under a root, and the files in it.
@@ -225,10 +225,12 @@ async def serve(
     *,
     stop: trio.Event,
     ready: Callable[[Serving], None] = lambda serving: None,
+    harnesses: Mapping[str, Harness] | None = None,
 ) -> None:
     """Serve the root until ``stop`` is set, then drain and return. ``ready`` is called
-    once every listener accepts connections. Raises :class:`HostLocked` or
-    :class:`ServeError` before serving when the root or an address is unavailable."""
+    once every listener accepts connections; ``harnesses`` as for :meth:`Host.open`.
+    Raises :class:`HostLocked` or :class:`ServeError` before serving when the root or
+    an address is unavailable."""
     from emelex.service._host import Host
 
     options.check()
@@ -245,7 +247,7 @@ async def serve(
                     raise ServeError(f"cannot read {path}")
         listeners: list[tuple[HostApp, socket.socket, Config, bool]] = []
         socket_path = state / SOCKET_FILE
-        async with Host.open(state, agents=agents) as host:
+        async with Host.open(state, agents=agents, harnesses=harnesses) as host:
             unix = _unix_socket(socket_path)
             unix_app = HostApp(host, token=None, limits=options.limits)
             listeners.append((unix_app, unix, _config(options, tls=False), False))
