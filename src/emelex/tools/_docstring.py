@@ -82,7 +82,9 @@ def _parse(text: str) -> docstring_parser.Docstring:
     for parser in _PARSERS:
         try:
             parsed = parser(text)
-        except docstring_parser.ParseError:
+        # A parser that trips over odd text (docstring-parser 0.18's reST parser raises
+        # IndexError on ": :") just does not fit: another style, or plain text, will.
+        except (docstring_parser.ParseError, IndexError, ValueError):
             continue
         if best is None or len(parsed.meta) > len(best.meta):
             best = parsed
