@@ -5,6 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
+
+# Property tests assert behaviour, never speed: on a loaded two-core CI machine one
+# example can take longer than hypothesis's default 200 ms deadline, which would fail a
+# correct test. Benchmarks (benchmarks/) measure time instead.
+settings.register_profile("emelex", deadline=None)
+settings.load_profile("emelex")
 
 
 @pytest.fixture(scope="session", autouse=True)
