@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import struct
 import zlib
 from collections.abc import Iterator
@@ -251,6 +252,13 @@ def test_changes_and_files_panels(
     expect(untracked).to_have_count(4)
     expect(untracked.filter(has_text="late.txt")).to_have_count(1)
     steps.shot("watched")
+
+    # A watched directory deleted under the page says so.
+    files.filter(has_text="many/").locator("button").click()
+    expect(files).to_have_count(128)
+    shutil.rmtree(workspace / "many")
+    expect(page.locator("#files-note")).to_have_text("This directory was deleted.")
+    steps.shot("directory-deleted")
 
     # Another session whose workspace is no repository.
     page.goto(f"{served.url}/#session={plain_id}")

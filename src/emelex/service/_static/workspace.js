@@ -100,6 +100,8 @@ export class Workspace {
     this.diffing = 0; // a new diff asked for
     this.directory = null; // bytesBase64 of the listed directory; null: the root
     this.nextAfter = null;
+    this.pagesShown = 0; // pages of the directory on screen
+    this.loads = Promise.resolve(); // this listing's loads, one after another
     this.filesWatch = null;
     this.read = null;
     this.imageUrl = null;
@@ -249,6 +251,9 @@ export class Workspace {
     const listing = this.listing;
     this.stopWatch();
     this.directory = directory;
+    this.nextAfter = null;
+    this.pagesShown = 0;
+    this.loads = Promise.resolve();
     this.renderCrumbs();
     this.nodes.files.replaceChildren();
     this.loadFiles(listing, true);
@@ -278,40 +283,61 @@ export class Workspace {
     this.nodes.crumbs.replaceChildren(...crumbs);
   }
 
-  async loadFiles(listing, first) {
-    const { call, el } = this.api;
-    let page;
+  /** ``first``: reread from the beginning, as many pages as were shown (a change must
+   * not undo the user's paging); else the next page. Loads of one listing run one at a
+   * time, so a reread and a "More files" never interleave their cursors. */
+  loadFiles(listing, first) {
+    this.loads = this.loads
+      .then(() => this.loadPages(listing, first))
+      .catch((error) => this.note(this.nodes.filesNote, String(error))); // keeps the chain going
+    return this.loads;
+  }
+
+  async loadPages(listing, first) {
+    if (listing !== this.listing) return;
+    const wanted = first ? Math.max(1, this.pagesShown) : 1;
+    const entries = [];
+    let after = first ? null : this.nextAfter;
+    let pages = 0;
     try {
-      page = await call("listFiles", {
-        sessionId: this.sessionId,
-        path: this.directory === null ? null : { bytesBase64: this.directory },
-        after: first ? null : this.nextAfter,
-      });
+      do {
+        const page = await this.api.call("listFiles", {
+          sessionId: this.sessionId,
+          path: this.directory === null ? null : { bytesBase64: this.directory },
+          after,
+        });
+        if (listing !== this.listing) return;
+        entries.push(...page.entries);
+        after = page.nextAfter;
+        pages += 1;
+      } while (pages < wanted && after !== null);
     } catch (error) {
       if (listing === this.listing) this.note(this.nodes.filesNote, error.message);
       return;
     }
-    if (listing !== this.listing) return;
     if (first) this.nodes.files.replaceChildren();
-    this.nextAfter = page.nextAfter;
-    this.nodes.filesMore.hidden = page.nextAfter === null;
-    for (const entry of page.entries) {
-      const path = entry.path.bytesBase64;
-      const name = displayName(fromBase64(path).subarray(fromBase64(path).lastIndexOf(SLASH) + 1));
-      const open =
-        entry.kind === "directory" ? () => this.enter(path) : entry.kind === "file" ? () => this.preview(path) : null;
-      const label = el("span", { className: "name" }, entry.kind === "directory" ? `${name}/` : name);
-      this.nodes.files.append(
-        el(
-          "li",
-          { dataset: { kind: entry.kind, path } },
-          open ? el("button", { type: "button", className: "link", onclick: open }, label) : label,
-          el("span", { className: "meta" }, entry.kind === "file" ? ` ${entry.size} bytes` : ` ${entry.kind}`),
-        ),
-      );
-    }
+    this.pagesShown = first ? pages : this.pagesShown + 1;
+    this.nextAfter = after;
+    this.nodes.filesMore.hidden = after === null;
+    this.nodes.files.append(...entries.map((entry) => this.fileItem(entry)));
     const count = this.nodes.files.children.length;
     this.note(this.nodes.filesNote, count ? "" : "Empty directory.");
+  }
+
+  fileItem(entry) {
+    const { el } = this.api;
+    const path = entry.path.bytesBase64;
+    const raw = fromBase64(path);
+    const name = displayName(raw.subarray(raw.lastIndexOf(SLASH) + 1));
+    const open =
+      entry.kind === "directory" ? () => this.enter(path) : entry.kind === "file" ? () => this.preview(path) : null;
+    const label = el("span", { className: "name" }, entry.kind === "directory" ? `${name}/` : name);
+    return el(
+      "li",
+      { dataset: { kind: entry.kind, path } },
+      open ? el("button", { type: "button", className: "link", onclick: open }, label) : label,
+      el("span", { className: "meta" }, entry.kind === "file" ? ` ${entry.size} bytes` : ` ${entry.kind}`),
+    );
   }
 
   watch(listing) {
@@ -321,20 +347,32 @@ export class Workspace {
       {
         onUpdate: (update) => {
           if (listing !== this.listing) return;
-          if (update.kind === "changed") {
-            // Notifications coalesce; one reread shortly after a burst is enough.
+          if (update.kind === "ready" || update.kind === "changed") {
+            // "ready": anything may have changed between the first listing and the
+            // watch's own scan. Notifications coalesce; one reread after a burst is enough.
             clearTimeout(this.reloadTimer);
             this.reloadTimer = setTimeout(() => {
               if (listing === this.listing) this.loadFiles(listing, true);
             }, 200);
           } else if (update.kind === "unavailable") {
+            clearTimeout(this.reloadTimer);
             this.note(this.nodes.filesNote, `This directory was ${update.reason}.`);
           } else if (update.kind === "error") {
             this.note(this.nodes.filesNote, `Watching stopped: ${update.message}`);
           }
         },
-        onFinish: () => {
-          if (listing === this.listing) this.filesWatch = null;
+        onFinish: (how) => {
+          if (listing !== this.listing) return;
+          this.filesWatch = null;
+          if (how.error) this.note(this.nodes.filesNote, `Watching stopped: ${how.error.message}`);
+          // A dropped connection (not an end or an error): watch again, and reread.
+          if (how.dropped) {
+            this.reloadTimer = setTimeout(() => {
+              if (listing !== this.listing) return;
+              this.loadFiles(listing, true);
+              this.watch(listing);
+            }, 2000);
+          }
         },
       },
     );
