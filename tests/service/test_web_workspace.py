@@ -10,6 +10,7 @@ checks that no markup runs, and takes a screenshot of each step under tmp_path.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -273,6 +274,77 @@ def test_changes_and_files_panels(
     assert "img-src 'self' blob:;" in answer.headers["content-security-policy"]
     assert errors == []
     assert all(path.stat().st_size > 0 for path in steps.taken)
+
+
+def _tamper(kind: str, frame: str) -> str | None:
+    """One Host frame of a read, altered as ``kind`` says (None: dropped)."""
+    parsed = json.loads(frame)
+    update = parsed.get("update") or {}
+    if kind == "digest" and update.get("kind") == "end":
+        update["digest"] = "sha256:" + "0" * 64
+    elif kind == "offset" and update.get("kind") == "chunk":
+        update["offset"] += 1
+    elif kind == "size" and update.get("kind") == "end":
+        update["size"] += 1
+    elif kind == "no-end" and update.get("kind") == "end":
+        return None
+    return json.dumps(parsed)
+
+
+@needs_browser
+def test_a_preview_shows_only_verified_bytes(
+    served: ServedHost, browser: Any, tmp_path: Path
+) -> None:
+    """Between the Host and the page, a proxy alters the read's frames: the page refuses
+    each altered capture and shows the untouched one."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=STEP_SECONDS * 1000)
+    workspace = tmp_path / "plain"
+    workspace.mkdir()
+    (workspace / "a.txt").write_text("the original text\n")
+    session_id = _session(served, workspace, "plain")
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    mode = {"kind": "none"}
+
+    def proxy(route: Any) -> None:
+        server = route.connect_to_server()
+        route.on_message(server.send)
+
+        def from_host(message: str | bytes) -> None:
+            altered = _tamper(mode["kind"], str(message))
+            if altered is not None:
+                route.send(altered)
+
+        server.on_message(from_host)
+
+    page.route_web_socket(re.compile(r".*/v1/sub/readFile$"), proxy)
+    page.goto(f"{served.url}/#session={session_id}")
+    page.fill("#token-input", served.token)
+    page.click("#token-form button")
+    entry = page.locator("#files li", has_text="a.txt").locator("button")
+    note = page.locator("#preview-note")
+    text = page.locator("#preview-text")
+    refusals = {
+        "digest": "The file's SHA-256 does not match; not shown.",
+        "offset": "A chunk arrived out of order.",
+        "size": "The read does not add up (size or version); not shown.",
+        "no-end": "The read ended incomplete (no end).",
+    }
+    for kind, refusal in refusals.items():
+        mode["kind"] = kind
+        entry.click()
+        expect(note).to_have_text(refusal)
+        expect(text).to_be_hidden()
+        assert text.text_content() == ""
+    mode["kind"] = "none"
+    entry.click()
+    expect(text).to_have_text("the original text\n")
+    expect(note).to_have_text("18 bytes")
+    page.screenshot(path=str(tmp_path / "verified.png"))
+    assert errors == []
 
 
 def test_the_workspace_script_has_no_html_sinks() -> None:
