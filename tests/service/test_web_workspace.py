@@ -274,6 +274,8 @@ def test_changes_and_files_panels(
     assert "img-src 'self' blob:;" in answer.headers["content-security-policy"]
     assert errors == []
     assert all(path.stat().st_size > 0 for path in steps.taken)
+    if os.environ.get("EMELEX_WEB_WORKSPACE_SCREENSHOT"):  # refreshes docs/images by hand
+        shutil.copy(steps.taken[6], os.environ["EMELEX_WEB_WORKSPACE_SCREENSHOT"])
 
 
 def _tamper(kind: str, frame: str) -> str | None:
