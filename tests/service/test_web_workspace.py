@@ -246,9 +246,11 @@ def test_changes_and_files_panels(
     assert panels.locator("script, svg, iframe, img:not(#preview-image)").count() == 0
     steps.shot("markup-as-text")
 
-    # A file written now appears through watchFiles; Refresh shows it under Changes.
+    # A file written now appears through watchFiles, and under Changes too (a change of
+    # the listed directory asks for a status again); Refresh agrees.
     write(workspace, "late.txt", "written while the page watched\n")
     expect(files.filter(has_text="late.txt")).to_have_count(1)
+    expect(untracked).to_have_count(4)
     page.click("#changes-refresh")
     expect(untracked).to_have_count(4)
     expect(untracked.filter(has_text="late.txt")).to_have_count(1)

@@ -106,6 +106,7 @@ export class Workspace {
     this.read = null;
     this.imageUrl = null;
     this.reloadTimer = null;
+    this.changesTimer = null;
     const $ = (id) => document.getElementById(id);
     this.nodes = {
       panels: $("workspace-panels"),
@@ -143,6 +144,8 @@ export class Workspace {
     this.listing += 1;
     this.reading += 1;
     this.sessionId = null;
+    clearTimeout(this.changesTimer);
+    this.changesTimer = null;
     this.stopWatch();
     this.stopRead();
     this.clearPreview();
@@ -205,6 +208,16 @@ export class Workspace {
         ),
       );
     }
+  }
+
+  /** A status again after files changed (at most one a second: a status reads the tree). */
+  changesSoon() {
+    if (this.changesTimer !== null) return;
+    const generation = this.generation;
+    this.changesTimer = setTimeout(() => {
+      this.changesTimer = null;
+      if (generation === this.generation) this.loadChanges(generation);
+    }, 1000);
   }
 
   clearDiff() {
@@ -354,6 +367,7 @@ export class Workspace {
             this.reloadTimer = setTimeout(() => {
               if (listing === this.listing) this.loadFiles(listing, true);
             }, 200);
+            if (update.kind === "changed") this.changesSoon();
           } else if (update.kind === "unavailable") {
             clearTimeout(this.reloadTimer);
             this.note(this.nodes.filesNote, `This directory was ${update.reason}.`);
