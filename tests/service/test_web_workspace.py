@@ -351,6 +351,33 @@ def test_a_preview_shows_only_verified_bytes(
     assert errors == []
 
 
+#: Name bytes and how the page shows them: UTF-8 as text, anything else escaped.
+NAMES = [
+    ("café".encode(), "café"),
+    (b"caf\xe9", "caf\\xe9"),
+    (b"a\nb", "a\\x0ab"),
+    ("\u202etxt.exe".encode(), "\\xe2\\x80\\xaetxt.exe"),  # a bidirectional override
+    ("\ufeffbom".encode(), "\ufeffbom"),  # a leading BOM is kept
+    (b"caf\\xe9", "caf\\x5cxe9"),  # a literal backslash-x never passes for a byte
+    (b"a\\b", "a\\b"),
+    ("日本".encode(), "日本"),
+]
+
+
+@needs_browser
+def test_names_are_shown_exactly(served: ServedHost, browser: Any) -> None:
+    page = browser.new_page()
+    page.goto(f"{served.url}/")
+    shown = page.evaluate(
+        """async (names) => {
+            const { displayName } = await import("/static/workspace.js");
+            return names.map((bytes) => displayName(new Uint8Array(bytes)));
+        }""",
+        [list(raw) for raw, _ in NAMES],
+    )
+    assert shown == [expected for _, expected in NAMES]
+
+
 def test_the_workspace_script_has_no_html_sinks() -> None:
     source = (STATIC / "workspace.js").read_text(encoding="utf-8")
     code = [line.split("//", 1)[0] for line in source.splitlines()]

@@ -33,27 +33,31 @@ function toBase64(bytes) {
   return btoa(binary);
 }
 
-const lenient = new TextDecoder("utf-8", { fatal: false });
-const strict = new TextDecoder("utf-8", { fatal: true });
+// ignoreBOM: a leading U+FEFF is part of a name (and of a text), never dropped.
+const lenient = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
+const strict = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 const hex2 = (byte) => "\\x" + byte.toString(16).padStart(2, "0");
+/** Characters a name must not show raw: controls (C0, DEL, C1) and bidirectional
+ * overrides, which could make one name look like another. */
+const SUSPECT = /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
+/** A backslash is escaped too once a name needs escapes (or holds a "\x" of its own),
+ * so a literal "\xe9" in a name never looks like the byte 0xE9. */
+const SUSPECT_ESCAPED = /[\\\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
 
-/** A path's bytes for display: UTF-8 as text; bytes that are not UTF-8 (and control
- * characters) as \xNN escapes, so two names differing in such bytes look different. */
+/** A path's bytes for display: UTF-8 as text; bytes that are not UTF-8, and suspect
+ * characters, as \xNN escapes of their bytes, so names that differ look different. */
 export function displayName(bytes) {
   const text = lenient.decode(bytes);
   const exact = !text.includes("\ufffd") || strictOk(bytes);
-  // eslint-disable-next-line no-control-regex
-  if (exact && !/[\u0000-\u001f\u007f]/.test(text)) return text;
+  if (exact && !SUSPECT.test(text) && !text.includes("\\x")) return text;
   let shown = "";
   for (let i = 0; i < bytes.length; ) {
     const width = sequenceWidth(bytes, i);
-    if (width === 0 || bytes[i] < 0x20 || bytes[i] === 0x7f) {
-      shown += hex2(bytes[i]);
-      i += 1;
-    } else {
-      shown += strict.decode(bytes.subarray(i, i + width));
-      i += width;
-    }
+    const char = width ? strict.decode(bytes.subarray(i, i + width)) : "";
+    const escaped = width === 0 || SUSPECT_ESCAPED.test(char);
+    for (let j = 0; escaped && j < Math.max(width, 1); j++) shown += hex2(bytes[i + j]);
+    if (!escaped) shown += char;
+    i += Math.max(width, 1);
   }
   return shown;
 }
