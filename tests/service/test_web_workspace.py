@@ -261,6 +261,8 @@ def test_changes_and_files_panels(
     expect(files).to_have_count(128)
     shutil.rmtree(workspace / "many")
     expect(page.locator("#files-note")).to_have_text("This directory was deleted.")
+    expect(files).to_have_count(0)
+    expect(page.locator("#files-more")).to_be_hidden()
     steps.shot("directory-deleted")
 
     # Another session whose workspace is no repository.

@@ -154,6 +154,12 @@ export class Workspace {
     this.stopRead();
     this.clearPreview();
     this.clearDiff();
+    // Nothing of the previous session stays on screen while the next one loads.
+    this.nodes.changes.replaceChildren();
+    this.nodes.head.textContent = "";
+    this.note(this.nodes.changesNote, "");
+    this.nodes.files.replaceChildren();
+    this.nodes.filesMore.hidden = true;
   }
 
   note(node, text) {
@@ -374,6 +380,8 @@ export class Workspace {
             if (update.kind === "changed") this.changesSoon();
           } else if (update.kind === "unavailable") {
             clearTimeout(this.reloadTimer);
+            this.nodes.files.replaceChildren(); // its entries are gone with it
+            this.nodes.filesMore.hidden = true;
             this.note(this.nodes.filesNote, `This directory was ${update.reason}.`);
           } else if (update.kind === "error") {
             this.note(this.nodes.filesNote, `Watching stopped: ${update.message}`);
