@@ -269,7 +269,11 @@ class HostApp:
             (b"content-type", kind.encode()),
             (b"content-length", str(len(body)).encode()),
             (b"x-content-type-options", b"nosniff"),
-            (b"content-security-policy", b"default-src 'self'; frame-ancestors 'none'"),
+            # blob: images: the Files preview shows verified image bytes from a Blob URL.
+            (
+                b"content-security-policy",
+                b"default-src 'self'; img-src 'self' blob:; frame-ancestors 'none'",
+            ),
             (b"cache-control", b"no-cache"),
         ]
         await send({"type": "http.response.start", "status": 200, "headers": headers})

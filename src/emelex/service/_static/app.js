@@ -5,6 +5,8 @@
 // outerHTML or insertAdjacentHTML, and never builds attributes from data except through
 // DOM properties. Requests follow docs/service/protocol.md exactly.
 
+import { Workspace } from "./workspace.js";
+
 const TOKEN_KEY = "emelex.token";
 const HISTORY_PAGE = 200;
 const HISTORY_PAGES_AT_ONCE = 50; // 10,000 rows; more come one page per click
@@ -288,6 +290,9 @@ function renderRow(row) {
   );
 }
 
+// The Changes and Files panels of the open session (workspace.js).
+const workspace = new Workspace({ call, subscribe, el, report });
+
 const view = {
   sessionId: null,
   generation: 0,
@@ -303,6 +308,7 @@ const view = {
 
   close() {
     this.generation += 1;
+    workspace.close();
     if (this.watch) this.watch.close();
     if (this.diagnosticsWatch) this.diagnosticsWatch.close();
     clearTimeout(this.retry);
@@ -325,6 +331,7 @@ const view = {
     $("approvals").replaceChildren();
     $("approvals-panel").hidden = true;
     this.renderQueue([]);
+    workspace.open(sessionId);
     $("diagnostics").replaceChildren();
     $("diagnostics-count").textContent = "";
     setStatus($("watch-status"), "loading", "loading history");
