@@ -596,6 +596,8 @@ EXPECTED: dict[str, set[str]] = {
     },
     "emelex.store": {
         "AppendResult",
+        "Lease",
+        "LeaseLost",
         "MAX_PAGE_ROWS",
         "MODEL_COMPLETION",
         "NewEvent",
@@ -609,6 +611,7 @@ EXPECTED: dict[str, set[str]] = {
         "SessionNotFound",
         "SessionSummary",
         "SqliteStore",
+        "Store",
         "StoreCorrupt",
         "StoreError",
         "StoredCall",
@@ -622,6 +625,13 @@ EXPECTED: dict[str, set[str]] = {
         "make_private_directory",
         "open_sqlite_store",
         "turn_events",
+    },
+    "emelex.store.postgres": {
+        "DEFAULT_POOL_SIZE",
+        "DEFAULT_STATEMENT_SECONDS",
+        "PostgresStore",
+        "open_postgres_store",
+        "redact_dsn",
     },
     "emelex.testing": {
         "ApproveAll",

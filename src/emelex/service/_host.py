@@ -119,14 +119,14 @@ from emelex.service._errors import (
 )
 from emelex.service._queue import Work, WorkQueue
 from emelex.service._rows import history_row, store_position, wire_position, wire_row
+from emelex.service._store import open_host_store
 from emelex.service._watch import DEFAULT_WATCH_BUFFER, Subscriber
 from emelex.store import (
     TURN_SETTLED,
     NewEvent,
     OperationRecord,
     SessionExists,
-    SqliteStore,
-    open_sqlite_store,
+    Store,
     turn_events,
 )
 from emelex.store import OperationConflict as StoreOperationConflict
@@ -309,7 +309,7 @@ class Host:
     def __init__(
         self,
         root: pathlib.Path,
-        store: SqliteStore,
+        store: Store,
         engine: Engine,
         agents: Mapping[str, Agent],
         nursery: trio.Nursery,
@@ -343,26 +343,28 @@ class Host:
         watch_buffer: int = DEFAULT_WATCH_BUFFER,
         titles: bool = False,
         max_attachment_bytes: int = MAX_ATTACHMENT_BYTES,
+        store: str | None = None,
     ) -> AsyncIterator[Host]:
         """Open the Host whose state lives under ``root`` (created 0700), recover every
         stored session, and run until the block exits (running turns are then cancelled
         and settled by the harness rules). With ``titles``, a session without a title
         gets one from a short call of its agent's model after its first completed turn
         (at most ``TITLE_SECONDS``); a failure there is a diagnostic, never a turn
-        failure."""
+        failure. ``store`` is a PostgreSQL connection string (see
+        docs/service/scale-out.md); None keeps the SQLite file ``root/host.db``."""
         path = pathlib.Path(root)
         await trio.Path(path).mkdir(mode=0o700, parents=True, exist_ok=True)
         for name in agents:
             if not isinstance(agents[name], Agent):
                 raise TypeError(f"agent {name!r} is not an emelex Agent")
-        async with open_sqlite_store(str(path / "host.db")) as store:
+        async with open_host_store(path, store) as opened:
             own_engine = engine is None
             active = Engine() if engine is None else engine
             try:
                 async with trio.open_nursery() as nursery:
                     host = cls(
                         path,
-                        store,
+                        opened,
                         active,
                         agents,
                         nursery,
