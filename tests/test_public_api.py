@@ -580,6 +580,7 @@ EXPECTED: dict[str, set[str]] = {
         "InteractionSettled",
         "OperationConflict",
         "QueueFull",
+        "ScaleOut",
         "ServiceError",
         "UnknownAgent",
         "UnknownInteraction",

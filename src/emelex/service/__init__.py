@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from emelex.service._cluster import ScaleOut
     from emelex.service._errors import (
         AttachmentError,
         ForkRefused,
@@ -35,6 +36,7 @@ _LAZY = {
     "InteractionSettled": "emelex.service._errors",
     "OperationConflict": "emelex.service._errors",
     "QueueFull": "emelex.service._errors",
+    "ScaleOut": "emelex.service._cluster",
     "ServiceError": "emelex.service._errors",
     "UnknownAgent": "emelex.service._errors",
     "UnknownInteraction": "emelex.service._errors",
@@ -50,6 +52,7 @@ __all__ = [
     "InteractionSettled",
     "OperationConflict",
     "QueueFull",
+    "ScaleOut",
     "ServiceError",
     "UnknownAgent",
     "UnknownInteraction",

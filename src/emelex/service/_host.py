@@ -97,6 +97,7 @@ from emelex.model import (
 )
 from emelex.model import to_json as to_json_message
 from emelex.service._attachments import check_metadata, extract
+from emelex.service._cluster import Cluster, ScaleOut
 from emelex.service._context import RecordingModel, prepared_request, summarize
 from emelex.service._diagnostics import (
     DIAGNOSTIC_RECORDED,
@@ -123,6 +124,7 @@ from emelex.service._store import open_host_store
 from emelex.service._watch import DEFAULT_WATCH_BUFFER, Subscriber
 from emelex.store import (
     TURN_SETTLED,
+    LeaseLost,
     NewEvent,
     OperationRecord,
     SessionExists,
@@ -330,6 +332,8 @@ class Host:
         self._watch_buffer = watch_buffer
         self._sessions: dict[str, _SessionState] = {}
         self._closed = False
+        #: Set when the store is shared with other Hosts (PostgreSQL): see _cluster.py.
+        self._cluster: Cluster | None = None
 
     @classmethod
     @asynccontextmanager
@@ -344,6 +348,7 @@ class Host:
         titles: bool = False,
         max_attachment_bytes: int = MAX_ATTACHMENT_BYTES,
         store: str | None = None,
+        scale_out: ScaleOut | None = None,
     ) -> AsyncIterator[Host]:
         """Open the Host whose state lives under ``root`` (created 0700), recover every
         stored session, and run until the block exits (running turns are then cancelled
@@ -351,8 +356,12 @@ class Host:
         gets one from a short call of its agent's model after its first completed turn
         (at most ``TITLE_SECONDS``); a failure there is a diagnostic, never a turn
         failure. ``store`` is a PostgreSQL connection string (see
-        docs/service/scale-out.md); None keeps the SQLite file ``root/host.db``."""
+        docs/service/scale-out.md); None keeps the SQLite file ``root/host.db``. On
+        PostgreSQL, Hosts sharing the database share its sessions; ``scale_out`` tunes
+        leases and catch-up."""
         path = pathlib.Path(root)
+        if scale_out is not None and store is None:
+            raise ServiceError("scale_out needs a PostgreSQL store")
         await trio.Path(path).mkdir(mode=0o700, parents=True, exist_ok=True)
         for name in agents:
             if not isinstance(agents[name], Agent):
@@ -373,6 +382,7 @@ class Host:
                         titles=titles,
                         max_attachment_bytes=max_attachment_bytes,
                     )
+                    await host._join_cluster(scale_out)
                     await host._recover()
                     try:
                         yield host
@@ -380,6 +390,8 @@ class Host:
                         host._begin_close()
             finally:
                 with trio.CancelScope(shield=True):
+                    if host._cluster is not None:
+                        await host._cluster.release_all()
                     for state in host._sessions.values():
                         if state.app is not None:
                             await state.app.aclose()
@@ -1164,6 +1176,8 @@ class Host:
         harness settles them (checkpoint or rollback) and the Host records that before
         its runners return."""
         self._closed = True
+        if self._cluster is not None:
+            self._cluster.close()
         for state in self._sessions.values():
             for subscriber in state.subscribers:
                 subscriber.end("closed")
@@ -1235,7 +1249,12 @@ class Host:
         Returns the original receipt when ``operation`` was already applied (nothing is
         appended then), else None."""
         try:
-            result = await self._store.append_events(state.session_id, events, operation=operation)
+            if self._cluster is not None:
+                result = await self._cluster.append(state, events, operation)
+            else:
+                result = await self._store.append_events(
+                    state.session_id, events, operation=operation
+                )
         except StoreOperationConflict as exc:
             raise OperationConflict(
                 f"operation {exc.reference!r} was already used for a different request"
@@ -1310,7 +1329,11 @@ class Host:
         self._nursery.start_soon(self._run_session, state, name=f"host-session-{state.session_id}")
 
     async def _run_session(self, state: _SessionState) -> None:
+        if self._cluster is not None:
+            self._cluster.enter_runner(state)
         while not self._closed:
+            if self._cluster is not None and await self._cluster_turn(state):
+                continue
             work = state.queue.next_to_run()
             if work is None:
                 state.wake = trio.Event()
@@ -1613,41 +1636,55 @@ class Host:
             state.last_row = None if newest is None else wire_position(newest)
             self._sessions[summary.id] = state
             interrupted = [i for i in started if i in state.queue]
-            for invocation_id in interrupted:
-                state.queue.remove(invocation_id)
-                settled = self._settle_interactions(state, invocation_id, "restart")
-                if invocation_id in journals:
-                    # A tool may have run: keep the journalled checkpoint (harness rule).
-                    turn_id, bodies = journals[invocation_id]
-                    messages = [from_json(json.dumps(body), Message) for body in bodies]
-                    turn = turn_events(turn_id, messages, outcome="checkpointed")
-                else:
-                    turn_id = new_id()
-                    turn = turn_events(turn_id, (), outcome="rolled_back")
-                batch = [
-                    *turn,
-                    *settled,
-                    NewEvent(
-                        QUEUE_FINISHED,
-                        turn_id,
-                        {"invocationId": invocation_id, "outcome": "interrupted"},
-                    ),
-                ]
-                recorded = self._diagnostic(
-                    state,
-                    "execution",
-                    "interrupted",
-                    "the Host stopped while this invocation ran; its turn was settled"
-                    " by the harness rules",
-                    invocation_id,
-                    turn_id,
-                    len(batch),
-                )
-                batch.append(NewEvent(DIAGNOSTIC_RECORDED, turn_id, to_wire(recorded)))
-                await self._append(state, batch)
-                self._add_diagnostic(state, recorded)
-                state.finished.add(invocation_id)
+            if self._cluster is not None:
+                # Another Host may be running it: whoever takes the lease settles it.
+                self._cluster.recovered(state, started, journals)
+            else:
+                await self._settle_interrupted(state, interrupted, journals)
             self._start_runner(state)
+
+    async def _settle_interrupted(
+        self,
+        state: _SessionState,
+        interrupted: Sequence[str],
+        journals: Mapping[str, tuple[str, list[Any]]],
+    ) -> None:
+        """End invocations a lost Host had started, as interrupted: a journalled turn
+        keeps its checkpoint (a tool may have run), any other is rolled back."""
+        for invocation_id in interrupted:
+            state.queue.remove(invocation_id)
+            settled = self._settle_interactions(state, invocation_id, "restart")
+            if invocation_id in journals:
+                # A tool may have run: keep the journalled checkpoint (harness rule).
+                turn_id, bodies = journals[invocation_id]
+                messages = [from_json(json.dumps(body), Message) for body in bodies]
+                turn = turn_events(turn_id, messages, outcome="checkpointed")
+            else:
+                turn_id = new_id()
+                turn = turn_events(turn_id, (), outcome="rolled_back")
+            batch = [
+                *turn,
+                *settled,
+                NewEvent(
+                    QUEUE_FINISHED,
+                    turn_id,
+                    {"invocationId": invocation_id, "outcome": "interrupted"},
+                ),
+            ]
+            recorded = self._diagnostic(
+                state,
+                "execution",
+                "interrupted",
+                "the Host stopped while this invocation ran; its turn was settled"
+                " by the harness rules",
+                invocation_id,
+                turn_id,
+                len(batch),
+            )
+            batch.append(NewEvent(DIAGNOSTIC_RECORDED, turn_id, to_wire(recorded)))
+            await self._append(state, batch)
+            self._add_diagnostic(state, recorded)
+            state.finished.add(invocation_id)
 
     async def _session_config(self, session_id: str) -> dict[str, Any] | None:
         stored = await self._store.load_config(session_id)
@@ -1704,3 +1741,38 @@ class Host:
             state.diagnostics.add(from_wire(Diagnostic, payload))
         elif kind == SESSION_TITLED:
             state.title = str(payload["title"])
+
+    # -- scale-out (issue 16): several Hosts on one PostgreSQL store, see _cluster.py ---------
+    async def _join_cluster(self, options: ScaleOut | None) -> None:
+        from emelex.store.postgres import PostgresStore
+
+        if isinstance(self._store, PostgresStore):
+            self._cluster = Cluster(self, self._store, options or ScaleOut())
+            await self._nursery.start(self._cluster.run)
+
+    async def _cluster_turn(self, state: _SessionState) -> bool:
+        """With other Hosts: hold the lease before running (False: go on as one Host
+        would), or run one item here, abandoning it when the lease moves (True)."""
+        assert self._cluster is not None
+        queue = state.queue
+        if queue.next_to_run() is None and queue.running is None:
+            return False
+        if not await self._cluster.claim(state):
+            return True
+        work = queue.next_to_run()
+        if work is None:
+            return False
+        try:
+            async with state.lock:
+                if self.closed or queue.next_to_run() != work:
+                    return True
+                cancellation = state.cancellation = AgentCancellation()
+                await self._append(
+                    state, [NewEvent(QUEUE_STARTED, None, {"invocationId": work.invocation_id})]
+                )
+                queue.start(work.invocation_id)
+            self._publish_queue(state)
+            await self._run_turn(state, work, cancellation)
+        except LeaseLost:
+            self._cluster.abandon(state)
+        return True
