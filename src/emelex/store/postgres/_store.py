@@ -48,6 +48,7 @@ from emelex.store._log import (
     OperationRecord,
     Outcome,
     Position,
+    RowFields,
     RowPage,
     StoredEvent,
     StoredRow,
@@ -59,12 +60,12 @@ from emelex.store._sqlite import (
     MAX_PAGE_ROWS,
     SessionSummary,
     StoredSession,
+    _calls,
     _count,
     _json_object,
     _number,
     _text,
     _title,
-    decode_row,
 )
 from emelex.store.postgres._schema import CHANNEL, prepare
 
@@ -480,7 +481,7 @@ class PostgresStore:
             return fence, db.execute(query, values).fetchall()
 
         fence, rows = await self._run(page, session_id)
-        decoded = tuple(decode_row(self.path, session_id, r) for r in rows[:limit])
+        decoded = tuple(self._row(session_id, r) for r in rows[:limit])
         more = len(rows) > limit
         return RowPage(
             through=int(fence), rows=decoded, next_after=decoded[-1].position if more else None
@@ -500,7 +501,16 @@ class PostgresStore:
             ).fetchone()
 
         row = await self._run(find, session_id)
-        return None if row is None else decode_row(self.path, session_id, row)
+        return None if row is None else self._row(session_id, row)
+
+    def _row(self, session_id: str, r: Any) -> StoredRow:
+        # The schema fixes every column's type (text, bigint, boolean; NOT NULL where
+        # SQLite would take anything), so only the JSON of the calls needs a check here;
+        # the message is checked when decoded.
+        calls = () if r[9] is None else _calls(r[9], self.path, session_id, "rows.tool_calls")
+        return StoredRow(
+            Position(r[0], r[1]), r[2], RowFields(r[3], r[7], r[8], r[5], r[6], r[4]), calls, r[10]
+        )
 
     async def events_after(
         self, session_id: str, after: int, *, limit: int = 100
