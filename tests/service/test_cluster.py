@@ -14,7 +14,7 @@ from emelex.agent import DenyAll
 from emelex.app import Agent
 from emelex.contracts import HistoryRow, QueueChanged, RowsPublished, WatchEnded
 from emelex.runtime import open_supervisor
-from emelex.service import Host, ScaleOut, ServiceError
+from emelex.service import STORE_ENV, Host, ScaleOut, ServiceError, store_from_environment
 from emelex.store import StoredEvent
 from emelex.store.postgres import open_postgres_store
 from emelex.testing import Say, ScriptedModel
@@ -149,3 +149,25 @@ async def test_scale_out_needs_a_postgres_store(tmp_path: Path) -> None:
             pass
     with pytest.raises(ValueError, match="lease_seconds"):
         ScaleOut(lease_seconds=0)
+
+
+def test_the_store_comes_from_the_option_then_the_environment() -> None:
+    dsn = "postgresql://emelex@db/emelex"
+    assert store_from_environment(dsn, {STORE_ENV: "postgresql://other/x"}) == dsn
+    assert store_from_environment(None, {STORE_ENV: " postgresql:// "}) == "postgresql://"
+    assert store_from_environment(None, {STORE_ENV: ""}) is None
+    assert store_from_environment(None, {}) is None
+
+
+async def test_a_single_host_on_postgres_recovers_like_on_sqlite(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    async with open_supervisor("cluster"):
+        async with Host.open(tmp_path / "a", agents={"helper": agent()}, store=postgres_dsn) as a:
+            session = (await a.create_session("helper", tmp_path, operation="c")).session
+            await a.send(session.id, "first", operation="s1")
+            await idle(a, session.id)
+        async with Host.open(tmp_path / "b", agents={"helper": agent()}, store=postgres_dsn) as b:
+            assert [s.id for s in b.sessions()] == [session.id]
+            page = await b.history(session.id)
+            assert [r.body for r in page.rows] == ["first", "answer 0"]

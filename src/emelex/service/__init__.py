@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         UnknownSession,
     )
     from emelex.service._host import Host
+    from emelex.service._store import STORE_ENV, store_from_environment
 
 _LAZY = {
     "AttachmentError": "emelex.service._errors",
@@ -37,6 +38,8 @@ _LAZY = {
     "OperationConflict": "emelex.service._errors",
     "QueueFull": "emelex.service._errors",
     "ScaleOut": "emelex.service._cluster",
+    "STORE_ENV": "emelex.service._store",
+    "store_from_environment": "emelex.service._store",
     "ServiceError": "emelex.service._errors",
     "UnknownAgent": "emelex.service._errors",
     "UnknownInteraction": "emelex.service._errors",
@@ -45,6 +48,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "STORE_ENV",
     "AttachmentError",
     "ForkRefused",
     "Host",
@@ -58,6 +62,7 @@ __all__ = [
     "UnknownInteraction",
     "UnknownInvocation",
     "UnknownSession",
+    "store_from_environment",
 ]
 
 
