@@ -4,6 +4,8 @@ holder runs, every Host serves reads and watches, receipts are exactly-once."""
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -171,3 +173,25 @@ async def test_a_single_host_on_postgres_recovers_like_on_sqlite(
             assert [s.id for s in b.sessions()] == [session.id]
             page = await b.history(session.id)
             assert [r.body for r in page.rows] == ["first", "answer 0"]
+
+
+def test_a_sqlite_host_never_imports_psycopg(tmp_path: Path) -> None:
+    """The postgres extra is optional: one Host on its SQLite file runs without it."""
+    script = (
+        "import sys, trio\n"
+        "from emelex.service import Host\n"
+        "from emelex.app import Agent\n"
+        "from emelex.testing import ScriptedModel\n"
+        "agent = Agent.builder().name('h').instructions('x').model(ScriptedModel([])).build()\n"
+        "async def main():\n"
+        f"    async with Host.open({str(tmp_path)!r}, agents={{'helper': agent}}):\n"
+        "        pass\n"
+        "trio.run(main)\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('psycopg', 'emelex.store.post'))))\n"
+    )
+    root = Path(__file__).parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=root, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"

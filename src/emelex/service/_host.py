@@ -128,6 +128,7 @@ from emelex.store import (
     NewEvent,
     OperationRecord,
     SessionExists,
+    SqliteStore,
     Store,
     turn_events,
 )
@@ -1744,6 +1745,8 @@ class Host:
 
     # -- scale-out (issue 16): several Hosts on one PostgreSQL store, see _cluster.py ---------
     async def _join_cluster(self, options: ScaleOut | None) -> None:
+        if isinstance(self._store, SqliteStore):
+            return  # one Host, one file; psycopg is not even imported
         from emelex.store.postgres import PostgresStore
 
         if isinstance(self._store, PostgresStore):
