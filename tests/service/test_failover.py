@@ -253,6 +253,12 @@ async def test_kill_9_of_the_lease_holder_loses_nothing_and_runs_nothing_twice(
         sent_to: dict[str, Child] = {}
         count = 0
         for trial in range(TRIALS):
+            for child in everyone:
+                if not child.alive and child.process.returncode not in (None, -signal.SIGKILL):
+                    raise AssertionError(
+                        f"{child.name} exited {child.process.returncode}:"
+                        f" {bytes(child.stderr[-4000:]).decode(errors='replace')}"
+                    )
             alive = [c for c in children if c.alive]
             holder = None
             while holder is None:  # until a turn runs (the last ones may have ended)

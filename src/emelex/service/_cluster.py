@@ -32,6 +32,12 @@ from emelex._ids import new_id
 from emelex.agent import Approve, Deny, current_turn
 from emelex.contracts import Interaction, RowsPublished, from_wire
 from emelex.service._errors import QueueFull
+from emelex.service._events import (
+    INTERACTION_RESOLVED,
+    QUEUE_FINISHED,
+    QUEUE_STARTED,
+    TURN_JOURNAL,
+)
 from emelex.service._rows import store_position, wire_position, wire_row
 from emelex.store import AppendResult, Lease, LeaseLost, NewEvent, OperationRecord, StoreError
 
@@ -327,8 +333,6 @@ class Cluster:
         payload: dict[str, Any],
         sequence: int,
     ) -> None:
-        from emelex.service._host import INTERACTION_RESOLVED, QUEUE_STARTED
-
         waiting = None
         if kind == INTERACTION_RESOLVED:
             waiting = state.pending.get(str(payload.get("id")))
@@ -363,8 +367,6 @@ class Cluster:
 
     @staticmethod
     def _track(follow: _Follow, kind: str, turn_id: str | None, payload: dict[str, Any]) -> None:
-        from emelex.service._host import QUEUE_FINISHED, QUEUE_STARTED, TURN_JOURNAL
-
         if kind == QUEUE_STARTED:
             follow.started.add(str(payload["invocationId"]))
         elif kind == QUEUE_FINISHED:
