@@ -261,6 +261,13 @@ class Cluster:
             state.cancellation.cancel()  # its commit would fail anyway: stop early
 
     async def _moved(self, session_id: str, sequence: int) -> None:
+        try:
+            await self._follow_up(session_id, sequence)
+        except StoreError as exc:
+            # The database is unreachable for a moment: the next catch-up retries.
+            logger.warning("cannot follow session %s: %s", session_id, exc)
+
+    async def _follow_up(self, session_id: str, sequence: int) -> None:
         host = self._host
         if host.closed:
             return
