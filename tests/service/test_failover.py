@@ -268,7 +268,12 @@ async def test_kill_9_of_the_lease_holder_loses_nothing_and_runs_nothing_twice(
                     target = rng.choice(alive)
                     sent_to[op] = target
                     await target.tell(f"SEND {session_id} {op} task {op}")
-                    assert await target.wait_line(f"RECEIPT {op} ") is not None
+                    if await target.wait_line(f"RECEIPT {op} ") is None:
+                        await target.process.wait()
+                        raise AssertionError(
+                            f"{target.name} exited {target.process.returncode}:"
+                            f" {bytes(target.stderr[-6000:]).decode(errors='replace')}"
+                        )
                 holder = await mid_turn(store, session_id, {c.pid for c in alive})
             await trio.sleep(rng.uniform(0.0, 0.15))  # a random point of the running turn
             pid = int(holder.split(":")[1])

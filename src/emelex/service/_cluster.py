@@ -291,7 +291,7 @@ class Cluster:
             if config is None or session_id in host._sessions:
                 return
             state = host._new_state(session_id, config, created_at=time.time())
-            self._follow[session_id] = _Follow()
+            self._follow.setdefault(session_id, _Follow())
             await self._apply(state)
             if session_id in host._sessions:
                 return

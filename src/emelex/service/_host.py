@@ -437,9 +437,11 @@ class Host:
                 ) from None
             receipt = from_wire(OperationReceipt, json.loads(original))
         else:
-            self._sessions[session_id] = self._new_state(session_id, config, created_at=time.time())
-            self._sessions[session_id].revision = 1
-            self._start_runner(self._sessions[session_id])
+            if session_id not in self._sessions:  # (another Host's follower may know it)
+                state = self._new_state(session_id, config, created_at=time.time())
+                state.revision = 1
+                self._sessions[session_id] = state
+                self._start_runner(state)
         return CreateSessionReceipt(session=self._info(self._state(session_id)), receipt=receipt)
 
     def sessions(self) -> tuple[SessionInfo, ...]:
@@ -682,9 +684,10 @@ class Host:
         state = self._new_state(session_id, config, created_at=time.time())
         state.revision = len(events)
         state.queue.admit(Work(invocation_id, operation, text, 2, kind="execute"))
-        self._sessions[session_id] = state
-        self._start_runner(state)
-        state.wake.set()
+        if session_id not in self._sessions:  # (another Host's follower may know it)
+            self._sessions[session_id] = state
+            self._start_runner(state)
+        self._sessions[session_id].wake.set()
         return receipt
 
     async def execute_result(self, session_id: str, invocation_id: str) -> ExecuteResult | None:
@@ -982,8 +985,9 @@ class Host:
             return from_wire(ForkReceipt, original)
         newest = await self._store.last_position(fork_id)
         state.last_row = None if newest is None else wire_position(newest)
-        self._sessions[fork_id] = state
-        self._start_runner(state)
+        if fork_id not in self._sessions:  # (another Host's follower may know it)
+            self._sessions[fork_id] = state
+            self._start_runner(state)
         return receipt
 
     async def fork_receipt(self, session_id: str, *, operation: str) -> ForkReceipt | None:
@@ -1755,12 +1759,13 @@ class Host:
         queue = state.queue
         if queue.next_to_run() is None and queue.running is None:
             return False
-        if not await self._cluster.claim(state):
-            return True
-        work = queue.next_to_run()
-        if work is None:
-            return False
         try:
+            # Taking the lease settles what the last holder left: fenced writes too.
+            if not await self._cluster.claim(state):
+                return True
+            work = queue.next_to_run()
+            if work is None:
+                return False
             async with state.lock:
                 if self.closed or queue.next_to_run() != work:
                     return True
