@@ -667,6 +667,8 @@ EXPECTED: dict[str, set[str]] = {
         "InteractionSettled",
         "OperationConflict",
         "QueueFull",
+        "STORE_ENV",
+        "ScaleOut",
         "ServiceError",
         "UnknownAgent",
         "UnknownInteraction",
@@ -685,6 +687,7 @@ EXPECTED: dict[str, set[str]] = {
         "ServeOptions",
         "Serving",
         "serve",
+        "store_from_environment",
     },
     "emelex.service.search": {
         "MAX_FIELD_CHARS",
@@ -696,6 +699,8 @@ EXPECTED: dict[str, set[str]] = {
     },
     "emelex.store": {
         "AppendResult",
+        "Lease",
+        "LeaseLost",
         "MAX_PAGE_ROWS",
         "MODEL_COMPLETION",
         "NewEvent",
@@ -709,6 +714,7 @@ EXPECTED: dict[str, set[str]] = {
         "SessionNotFound",
         "SessionSummary",
         "SqliteStore",
+        "Store",
         "StoreCorrupt",
         "StoreError",
         "StoredCall",
@@ -722,6 +728,13 @@ EXPECTED: dict[str, set[str]] = {
         "make_private_directory",
         "open_sqlite_store",
         "turn_events",
+    },
+    "emelex.store.postgres": {
+        "DEFAULT_POOL_SIZE",
+        "DEFAULT_STATEMENT_SECONDS",
+        "PostgresStore",
+        "open_postgres_store",
+        "redact_dsn",
     },
     "emelex.testing": {
         "ApproveAll",

@@ -72,6 +72,12 @@ def add_serve_parser(
         default=30.0,
         help="seconds SIGTERM waits for queued and running work (default 30)",
     )
+    serve.add_argument(
+        "--store",
+        metavar="DSN",
+        help="a PostgreSQL database (postgresql://...) shared with other Hosts; default:"
+        " EMELEX_STORE, else the SQLite file under DIR/.emelex (see docs/service/scale-out.md)",
+    )
     return serve
 
 
@@ -168,7 +174,7 @@ def serve_command(args: argparse.Namespace) -> int:
     from emelex.service import HostLocked, ServeError
 
     try:
-        from emelex.service import Listen, ServeOptions
+        from emelex.service import Listen, ServeOptions, store_from_environment
     except ImportError as exc:  # hypercorn comes with the serve extra
         print(
             f"emelex serve: {safe(str(exc))}; install it with: pip install 'emelex[serve]'",
@@ -184,6 +190,7 @@ def serve_command(args: argparse.Namespace) -> int:
             cert=args.cert,
             key=args.key,
             grace=args.grace,
+            store=store_from_environment(args.store),
         )
         options.check()
     except ServeError as exc:

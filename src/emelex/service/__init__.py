@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from emelex.service._client import (
         HostClient,
     )
+    from emelex.service._cluster import (
+        ScaleOut,
+    )
     from emelex.service._errors import (
         AttachmentError,
         ExternalFilterUnsupported,
@@ -69,6 +72,10 @@ if TYPE_CHECKING:
         Serving,
         serve,
     )
+    from emelex.service._store import (
+        STORE_ENV,
+        store_from_environment,
+    )
 
 _LAZY = {
     "AttachmentError": "emelex.service._errors",
@@ -96,6 +103,8 @@ _LAZY = {
     "OperationConflict": "emelex.service._errors",
     "QueueFull": "emelex.service._errors",
     "RequestTooLarge": "emelex.service._errors",
+    "STORE_ENV": "emelex.service._store",
+    "ScaleOut": "emelex.service._cluster",
     "ServeError": "emelex.service._errors",
     "ServeOptions": "emelex.service._serve",
     "ServiceError": "emelex.service._errors",
@@ -116,6 +125,7 @@ _LAZY = {
     "WorkspaceUnavailable": "emelex.service._errors",
     "assemble_file": "emelex.service._file_assembly",
     "serve": "emelex.service._serve",
+    "store_from_environment": "emelex.service._store",
 }
 
 __all__ = [
@@ -144,6 +154,8 @@ __all__ = [
     "OperationConflict",
     "QueueFull",
     "RequestTooLarge",
+    "STORE_ENV",
+    "ScaleOut",
     "ServeError",
     "ServeOptions",
     "ServiceError",
@@ -164,6 +176,7 @@ __all__ = [
     "WorkspaceUnavailable",
     "assemble_file",
     "serve",
+    "store_from_environment",
 ]
 
 

@@ -30,10 +30,12 @@ from emelex.service._errors import (
     UnknownAgent,
     UnknownInvocation,
 )
-from emelex.service._queue import Work
-from emelex.service._state import (
+from emelex.service._events import (
     QUEUE_ADMITTED,
     SESSION_CREATED,
+)
+from emelex.service._queue import Work
+from emelex.service._state import (
     SESSION_NAMESPACE,
     operation_receipt,
 )
@@ -108,9 +110,10 @@ async def execute(
     state = host._new_state(session_id, config, created_at=time.time())
     state.revision = len(events)
     state.queue.admit(Work(invocation_id, operation, text, 2, kind="execute"))
-    host._sessions[session_id] = state
-    host._start_runner(state)
-    state.wake.set()
+    if session_id not in host._sessions:  # (another Host's follower may know it)
+        host._sessions[session_id] = state
+        host._start_runner(state)
+    host._sessions[session_id].wake.set()
     return receipt
 
 

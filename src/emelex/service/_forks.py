@@ -24,9 +24,11 @@ from emelex.service._errors import (
     ForkRefused,
     OperationConflict,
 )
+from emelex.service._events import (
+    SESSION_CREATED,
+)
 from emelex.service._rows import store_position, wire_position
 from emelex.service._state import (
-    SESSION_CREATED,
     SessionState,
     fork_session_id,
     operation_receipt,
@@ -120,8 +122,9 @@ async def fork(
         return from_wire(ForkReceipt, original)
     newest = await host._store.last_position(fork_id)
     state.last_row = None if newest is None else wire_position(newest)
-    host._sessions[fork_id] = state
-    host._start_runner(state)
+    if fork_id not in host._sessions:  # (another Host's follower may know it)
+        host._sessions[fork_id] = state
+        host._start_runner(state)
     return receipt
 
 

@@ -95,6 +95,7 @@ from emelex.model import (
 )
 from emelex.model import to_json as to_json_message
 from emelex.service import _executor, _forks, _interactions, _workhub
+from emelex.service._cluster import Cluster, ScaleOut
 from emelex.service._context import RecordingModel, prepared_request, summarize
 from emelex.service._diagnostics import (
     DIAGNOSTIC_RECORDED,
@@ -111,15 +112,7 @@ from emelex.service._errors import (
     UnknownInvocation,
     UnknownSession,
 )
-from emelex.service._files import NAMES as FILE_NAMES
-from emelex.service._files import list_page
-from emelex.service._files_access import FileAuthority
-from emelex.service._files_host import session_authority
-from emelex.service._interactions import HostApprovals
-from emelex.service._queue import Work, WorkQueue
-from emelex.service._read_file import read_stream
-from emelex.service._rows import history_row, store_position, wire_position, wire_row
-from emelex.service._state import (
+from emelex.service._events import (
     INTERACTION_REQUESTED,
     INTERACTION_RESOLVED,
     MAX_REQUESTS_KEPT,
@@ -129,10 +122,20 @@ from emelex.service._state import (
     REQUEST_PREPARED,
     REQUEST_SETTLED,
     SESSION_CREATED,
-    SESSION_NAMESPACE,
     SESSION_TITLED,
     TURN_JOURNAL,
     WORKER_STARTED,
+)
+from emelex.service._files import NAMES as FILE_NAMES
+from emelex.service._files import list_page
+from emelex.service._files_access import FileAuthority
+from emelex.service._files_host import session_authority
+from emelex.service._interactions import HostApprovals
+from emelex.service._queue import Work, WorkQueue
+from emelex.service._read_file import read_stream
+from emelex.service._rows import history_row, store_position, wire_position, wire_row
+from emelex.service._state import (
+    SESSION_NAMESPACE,
     PendingInteraction,
     RequestRecord,
     SessionState,
@@ -140,14 +143,16 @@ from emelex.service._state import (
     resolved_interaction,
     rows_after,
 )
+from emelex.service._store import open_host_store
 from emelex.service._watch import DEFAULT_WATCH_BUFFER, Subscriber
 from emelex.service._watch_files import watch_stream
 from emelex.store import (
+    LeaseLost,
     NewEvent,
     OperationRecord,
     SessionExists,
     SqliteStore,
-    open_sqlite_store,
+    Store,
     turn_events,
 )
 from emelex.store import OperationConflict as StoreOperationConflict
@@ -173,7 +178,7 @@ class Host:
     def __init__(
         self,
         root: pathlib.Path,
-        store: SqliteStore,
+        store: Store,
         engine: Engine,
         agents: Mapping[str, Agent],
         nursery: trio.Nursery,
@@ -196,6 +201,8 @@ class Host:
         self._watch_buffer = watch_buffer
         self._sessions: dict[str, SessionState] = {}
         self._closed = False
+        #: Set when the store is shared with other Hosts (PostgreSQL): see _cluster.py.
+        self._cluster: Cluster | None = None
 
     @classmethod
     @asynccontextmanager
@@ -210,6 +217,8 @@ class Host:
         titles: bool = False,
         max_attachment_bytes: int = MAX_ATTACHMENT_BYTES,
         harnesses: Mapping[str, Harness] | None = None,
+        store: str | None = None,
+        scale_out: ScaleOut | None = None,
     ) -> AsyncIterator[Host]:
         """Open the Host whose state lives under ``root`` (created 0700), recover every
         stored session, and run until the block exits (running turns are then cancelled
@@ -218,8 +227,14 @@ class Host:
         (at most ``TITLE_SECONDS``); a failure there is a diagnostic, never a turn
         failure. ``harnesses`` gives an agent its harness (built-in file and shell
         tools, workspace policy), as an agent package's ``harness()`` does for
-        ``emelex run``; an agent without one runs with its own tools only."""
+        ``emelex run``; an agent without one runs with its own tools only.
+        ``store`` is a PostgreSQL connection string (see
+        docs/service/scale-out.md); None keeps the SQLite file ``root/host.db``. On
+        PostgreSQL, Hosts sharing the database share its sessions; ``scale_out`` tunes
+        leases and catch-up."""
         path = pathlib.Path(root)
+        if scale_out is not None and store is None:
+            raise ServiceError("scale_out needs a PostgreSQL store")
         await trio.Path(path).mkdir(mode=0o700, parents=True, exist_ok=True)
         for name in harnesses or {}:
             if name not in agents:
@@ -227,14 +242,14 @@ class Host:
         for name in agents:
             if not isinstance(agents[name], Agent):
                 raise TypeError(f"agent {name!r} is not an emelex Agent")
-        async with open_sqlite_store(str(path / "host.db")) as store:
+        async with open_host_store(path, store) as opened:
             own_engine = engine is None
             active = Engine() if engine is None else engine
             try:
                 async with trio.open_nursery() as nursery:
                     host = cls(
                         path,
-                        store,
+                        opened,
                         active,
                         agents,
                         nursery,
@@ -244,6 +259,7 @@ class Host:
                         max_attachment_bytes=max_attachment_bytes,
                         harnesses=harnesses,
                     )
+                    await host._join_cluster(scale_out)
                     await host._recover()
                     try:
                         yield host
@@ -251,6 +267,8 @@ class Host:
                         host._begin_close()
             finally:
                 with trio.CancelScope(shield=True):
+                    if host._cluster is not None:
+                        await host._cluster.release_all()
                     for state in host._sessions.values():
                         if state.app is not None:
                             await state.app.aclose()
@@ -300,9 +318,11 @@ class Host:
                 ) from None
             receipt = from_wire(OperationReceipt, json.loads(original))
         else:
-            self._sessions[session_id] = self._new_state(session_id, config, created_at=time.time())
-            self._sessions[session_id].revision = 1
-            self._start_runner(self._sessions[session_id])
+            if session_id not in self._sessions:  # (another Host's follower may know it)
+                state = self._new_state(session_id, config, created_at=time.time())
+                state.revision = 1
+                self._sessions[session_id] = state
+                self._start_runner(state)
         return CreateSessionReceipt(session=self._info(self._state(session_id)), receipt=receipt)
 
     def sessions(self) -> tuple[SessionInfo, ...]:
@@ -690,6 +710,8 @@ class Host:
         harness settles them (checkpoint or rollback) and the Host records that before
         its runners return."""
         self._closed = True
+        if self._cluster is not None:
+            self._cluster.close()
         for state in self._sessions.values():
             for subscriber in state.subscribers:
                 subscriber.end("closed")
@@ -761,7 +783,12 @@ class Host:
         Returns the original receipt when ``operation`` was already applied (nothing is
         appended then), else None."""
         try:
-            result = await self._store.append_events(state.session_id, events, operation=operation)
+            if self._cluster is not None:
+                result = await self._cluster.append(state, events, operation)
+            else:
+                result = await self._store.append_events(
+                    state.session_id, events, operation=operation
+                )
         except StoreOperationConflict as exc:
             raise OperationConflict(
                 f"operation {exc.reference!r} was already used for a different request"
@@ -836,7 +863,11 @@ class Host:
         self._nursery.start_soon(self._run_session, state, name=f"host-session-{state.session_id}")
 
     async def _run_session(self, state: SessionState) -> None:
+        if self._cluster is not None:
+            self._cluster.enter_runner(state)
         while not self._closed:
+            if self._cluster is not None and await self._cluster_turn(state):
+                continue
             work = state.queue.next_to_run()
             if work is None:
                 state.wake = trio.Event()
@@ -1142,41 +1173,55 @@ class Host:
             state.last_row = None if newest is None else wire_position(newest)
             self._sessions[summary.id] = state
             interrupted = [i for i in started if i in state.queue]
-            for invocation_id in interrupted:
-                state.queue.remove(invocation_id)
-                settled = self._settle_interactions(state, invocation_id, "restart")
-                if invocation_id in journals:
-                    # A tool may have run: keep the journalled checkpoint (harness rule).
-                    turn_id, bodies = journals[invocation_id]
-                    messages = [from_json(json.dumps(body), Message) for body in bodies]
-                    turn = turn_events(turn_id, messages, outcome="checkpointed")
-                else:
-                    turn_id = new_id()
-                    turn = turn_events(turn_id, (), outcome="rolled_back")
-                batch = [
-                    *turn,
-                    *settled,
-                    NewEvent(
-                        QUEUE_FINISHED,
-                        turn_id,
-                        {"invocationId": invocation_id, "outcome": "interrupted"},
-                    ),
-                ]
-                recorded = self._diagnostic(
-                    state,
-                    "execution",
-                    "interrupted",
-                    "the Host stopped while this invocation ran; its turn was settled"
-                    " by the harness rules",
-                    invocation_id,
-                    turn_id,
-                    len(batch),
-                )
-                batch.append(NewEvent(DIAGNOSTIC_RECORDED, turn_id, to_wire(recorded)))
-                await self._append(state, batch)
-                self._add_diagnostic(state, recorded)
-                state.finished.add(invocation_id)
+            if self._cluster is not None:
+                # Another Host may be running it: whoever takes the lease settles it.
+                self._cluster.recovered(state, started, journals)
+            else:
+                await self._settle_interrupted(state, interrupted, journals)
             self._start_runner(state)
+
+    async def _settle_interrupted(
+        self,
+        state: SessionState,
+        interrupted: Sequence[str],
+        journals: Mapping[str, tuple[str, list[Any]]],
+    ) -> None:
+        """End invocations a lost Host had started, as interrupted: a journalled turn
+        keeps its checkpoint (a tool may have run), any other is rolled back."""
+        for invocation_id in interrupted:
+            state.queue.remove(invocation_id)
+            settled = self._settle_interactions(state, invocation_id, "restart")
+            if invocation_id in journals:
+                # A tool may have run: keep the journalled checkpoint (harness rule).
+                turn_id, bodies = journals[invocation_id]
+                messages = [from_json(json.dumps(body), Message) for body in bodies]
+                turn = turn_events(turn_id, messages, outcome="checkpointed")
+            else:
+                turn_id = new_id()
+                turn = turn_events(turn_id, (), outcome="rolled_back")
+            batch = [
+                *turn,
+                *settled,
+                NewEvent(
+                    QUEUE_FINISHED,
+                    turn_id,
+                    {"invocationId": invocation_id, "outcome": "interrupted"},
+                ),
+            ]
+            recorded = self._diagnostic(
+                state,
+                "execution",
+                "interrupted",
+                "the Host stopped while this invocation ran; its turn was settled"
+                " by the harness rules",
+                invocation_id,
+                turn_id,
+                len(batch),
+            )
+            batch.append(NewEvent(DIAGNOSTIC_RECORDED, turn_id, to_wire(recorded)))
+            await self._append(state, batch)
+            self._add_diagnostic(state, recorded)
+            state.finished.add(invocation_id)
 
     async def _session_config(self, session_id: str) -> dict[str, Any] | None:
         stored = await self._store.load_config(session_id)
@@ -1324,3 +1369,41 @@ class Host:
             yield stream
         finally:
             await stream.aclose()
+
+    # -- scale-out (issue 16): several Hosts on one PostgreSQL store, see _cluster.py ---------
+    async def _join_cluster(self, options: ScaleOut | None) -> None:
+        if isinstance(self._store, SqliteStore):
+            return  # one Host, one file; psycopg is not even imported
+        from emelex.store.postgres import PostgresStore
+
+        if isinstance(self._store, PostgresStore):
+            self._cluster = Cluster(self, self._store, options or ScaleOut())
+            await self._nursery.start(self._cluster.run)
+
+    async def _cluster_turn(self, state: SessionState) -> bool:
+        """With other Hosts: hold the lease before running (False: go on as one Host
+        would), or run one item here, abandoning it when the lease moves (True)."""
+        assert self._cluster is not None
+        queue = state.queue
+        if queue.next_to_run() is None and queue.running is None:
+            return False
+        try:
+            # Taking the lease settles what the last holder left: fenced writes too.
+            if not await self._cluster.claim(state):
+                return True
+            work = queue.next_to_run()
+            if work is None:
+                return False
+            async with state.lock:
+                if self.closed or queue.next_to_run() != work:
+                    return True
+                cancellation = state.cancellation = AgentCancellation()
+                await self._append(
+                    state, [NewEvent(QUEUE_STARTED, None, {"invocationId": work.invocation_id})]
+                )
+                queue.start(work.invocation_id)
+            self._publish_queue(state)
+            await self._run_turn(state, work, cancellation)
+        except LeaseLost:
+            self._cluster.abandon(state)
+        return True

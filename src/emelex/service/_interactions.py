@@ -29,9 +29,11 @@ from emelex.service._errors import (
     InteractionSettled,
     UnknownInteraction,
 )
-from emelex.service._state import (
+from emelex.service._events import (
     INTERACTION_REQUESTED,
     INTERACTION_RESOLVED,
+)
+from emelex.service._state import (
     PendingInteraction,
     SessionState,
     operation_receipt,

@@ -81,6 +81,8 @@ class ServeOptions:
     key: pathlib.Path | None = None
     grace: float = DEFAULT_GRACE
     limits: Limits = attrs.field(factory=Limits)
+    #: A PostgreSQL connection string (never logged), or None for the root's SQLite file.
+    store: str | None = attrs.field(default=None, repr=False)
 
     def check(self) -> None:
         if (self.cert is None) != (self.key is None):
@@ -247,7 +249,9 @@ async def serve(
                     raise ServeError(f"cannot read {path}")
         listeners: list[tuple[HostApp, socket.socket, Config, bool]] = []
         socket_path = state / SOCKET_FILE
-        async with Host.open(state, agents=agents, harnesses=harnesses) as host:
+        async with Host.open(
+            state, agents=agents, harnesses=harnesses, store=options.store
+        ) as host:
             unix = _unix_socket(socket_path)
             unix_app = HostApp(host, token=None, limits=options.limits)
             listeners.append((unix_app, unix, _config(options, tls=False), False))

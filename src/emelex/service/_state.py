@@ -30,25 +30,6 @@ from emelex.service._watch import Subscriber
 
 SESSION_NAMESPACE: Final = uuid.UUID("5f0c1c3e-8a43-4f55-9b53-2f7b8f0e6a10")
 
-# Event kinds the Host appends beside the turn events of emelex.store.
-SESSION_CREATED: Final = "session.created"
-QUEUE_ADMITTED: Final = "queue.admitted"
-QUEUE_STARTED: Final = "queue.started"
-QUEUE_FINISHED: Final = "queue.finished"
-INTERACTION_REQUESTED: Final = "interaction.requested"
-INTERACTION_RESOLVED: Final = "interaction.resolved"
-#: Before each tool call may start: what the turn commits if the Host is lost then.
-TURN_JOURNAL: Final = "turn.journal"
-#: A main model request was prepared, and how it ended (context reports).
-REQUEST_PREPARED: Final = "request.prepared"
-REQUEST_SETTLED: Final = "request.settled"
-#: Prepared requests a session keeps in memory for context reports.
-MAX_REQUESTS_KEPT: Final = 64
-#: A coordinator started a worker session (WorkHub).
-WORKER_STARTED: Final = "workhub.worker"
-#: The automatic title of a session (or a title failure, as a diagnostic).
-SESSION_TITLED: Final = "session.titled"
-
 
 def fork_session_id(session_id: str, operation: str) -> str:
     """A fork's session id follows from its source and operation, so a retry finds it."""

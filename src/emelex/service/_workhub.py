@@ -26,9 +26,11 @@ from emelex.service._errors import (
     QueueFull,
     UnknownAgent,
 )
-from emelex.service._state import (
+from emelex.service._events import (
     SESSION_CREATED,
     WORKER_STARTED,
+)
+from emelex.service._state import (
     SessionState,
     fork_session_id,
     operation_receipt,

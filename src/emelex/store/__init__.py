@@ -1,14 +1,17 @@
-"""Durable history: an embedded SQLite store holding each session's append-only event log,
-the history rows its events publish, and operation receipts (one transaction per turn)."""
+"""Durable history: each session's append-only event log, the history rows its events
+publish, and operation receipts (one transaction per turn), in an embedded SQLite file or
+(:mod:`emelex.store.postgres`) a PostgreSQL database several Hosts share."""
 
 from emelex._facade import fix_module_names
 from emelex.store._errors import (
+    LeaseLost,
     OperationConflict,
     SessionExists,
     SessionNotFound,
     StoreCorrupt,
     StoreError,
 )
+from emelex.store._lease import Lease
 from emelex.store._log import (
     MODEL_COMPLETION,
     TOOL_RESULT,
@@ -26,6 +29,7 @@ from emelex.store._log import (
     turn_events,
 )
 from emelex.store._permissions import directory_looser_than_private, make_private_directory
+from emelex.store._protocol import Store
 from emelex.store._schema import SCHEMA_VERSION
 from emelex.store._sqlite import (
     MAX_PAGE_ROWS,
@@ -45,6 +49,8 @@ __all__ = [
     "MAX_PAGE_ROWS",
     "SCHEMA_VERSION",
     "AppendResult",
+    "Lease",
+    "LeaseLost",
     "NewEvent",
     "OperationConflict",
     "OperationRecord",
@@ -55,6 +61,7 @@ __all__ = [
     "SessionNotFound",
     "SessionSummary",
     "SqliteStore",
+    "Store",
     "StoreCorrupt",
     "StoreError",
     "StoredCall",

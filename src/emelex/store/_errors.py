@@ -55,3 +55,13 @@ class OperationConflict(StoreError):
         )
         self.session_id = session_id
         self.reference = reference
+
+
+class LeaseLost(StoreError):
+    """A write made for a session's lease holder found another holder's token: the
+    session moved to another Host, and nothing of the write was committed."""
+
+    def __init__(self, session_id: str, token: int) -> None:
+        super().__init__(f"the lease on session {session_id} (token {token}) was lost")
+        self.session_id = session_id
+        self.token = token

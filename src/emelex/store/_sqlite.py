@@ -161,6 +161,31 @@ def _title(messages: Sequence[Message]) -> str:
     return ""
 
 
+def decode_row(path: str, session_id: str, r: Any) -> StoredRow:
+    """A row selected with ``_SELECT_ROWS``'s columns, checked (shared by every store)."""
+    field = f"rows[{r[0]},{r[1]}]"
+    optional = [
+        None if value is None else _text(value, path, session_id, field)
+        for value in (r[5], r[6], r[8])
+    ]
+    return StoredRow(
+        position=Position(
+            _count(r[0], path, session_id, field), _count(r[1], path, session_id, field)
+        ),
+        turn_id=_text(r[2], path, session_id, field + ".turn_id"),
+        fields=RowFields(
+            role=_text(r[3], path, session_id, field + ".role"),
+            internal=bool(r[4]),
+            tool_name=optional[0],
+            tool_call_id=optional[1],
+            body=_text(r[7], path, session_id, field + ".body"),
+            thinking=optional[2],
+        ),
+        tool_calls=_calls(r[9], path, session_id, field + ".tool_calls"),
+        message_json=_text(r[10], path, session_id, field + ".message"),
+    )
+
+
 class SqliteStore:
     """Durable sessions in one SQLite file: an append-only event log per session, history
     rows derived from it, and operation receipts. Create with :func:`open_sqlite_store`.
@@ -568,28 +593,7 @@ class SqliteStore:
         return tuple(events)
 
     def _row(self, session_id: str, r: Any) -> StoredRow:
-        path = self.path
-        field = f"rows[{r[0]},{r[1]}]"
-        optional = [
-            None if value is None else _text(value, path, session_id, field)
-            for value in (r[5], r[6], r[8])
-        ]
-        return StoredRow(
-            position=Position(
-                _count(r[0], path, session_id, field), _count(r[1], path, session_id, field)
-            ),
-            turn_id=_text(r[2], path, session_id, field + ".turn_id"),
-            fields=RowFields(
-                role=_text(r[3], path, session_id, field + ".role"),
-                internal=bool(r[4]),
-                tool_name=optional[0],
-                tool_call_id=optional[1],
-                body=_text(r[7], path, session_id, field + ".body"),
-                thinking=optional[2],
-            ),
-            tool_calls=_calls(r[9], path, session_id, field + ".tool_calls"),
-            message_json=_text(r[10], path, session_id, field + ".message"),
-        )
+        return decode_row(self.path, session_id, r)
 
     async def load_config(self, session_id: str) -> dict[str, Any]:
         """The configuration object the session was created with."""

@@ -1,0 +1,407 @@
+"""Several Hosts on one PostgreSQL database: follow every session, run only leased ones.
+
+Every Host keeps every session's state in memory and follows the shared event log: a
+notification (``session:sequence``) or the periodic catch-up query says a session moved,
+and the Host reads the new events from the tables and applies them as recovery does
+(admissions join the queue, starts and ends move it, resolutions answer a waiting
+approval, rows go to this Host's watchers). So reads and watches work on every Host.
+
+Work runs only on the session's lease holder. A Host with work for a session it does not
+hold tries to take the lease (it succeeds when nobody holds it or the holder let it
+lapse), settles what the previous holder left unfinished by the harness rules, and runs
+the queue. Every write the holder makes for the session's work (from its runner task or
+a task of its turn) carries the lease: the store commits it only while the lease's token
+is current, so a paused or cut-off Host that lost its lease commits nothing more; it
+abandons the turn and follows the new holder's events instead.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import os
+import socket
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+import attrs
+import trio
+
+from emelex._ids import new_id
+from emelex.agent import Approve, Deny, current_turn
+from emelex.contracts import Interaction, RowsPublished, from_wire
+from emelex.service._errors import QueueFull
+from emelex.service._events import (
+    INTERACTION_RESOLVED,
+    QUEUE_FINISHED,
+    QUEUE_STARTED,
+    TURN_JOURNAL,
+)
+from emelex.service._rows import store_position, wire_position, wire_row
+from emelex.store import AppendResult, Lease, LeaseLost, NewEvent, OperationRecord, StoreError
+
+if TYPE_CHECKING:
+    from emelex.service._host import Host
+    from emelex.service._state import SessionState as _SessionState
+    from emelex.store.postgres import PostgresStore
+
+logger = logging.getLogger("emelex.service")
+
+#: The session whose work the current task runs (set in that session's runner task).
+_RUNNING: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "emelex_running_session", default=None
+)
+
+DEFAULT_LEASE_SECONDS: Final = 10.0
+DEFAULT_CATCH_UP_SECONDS: Final = 1.0
+
+
+@attrs.frozen
+class ScaleOut:
+    """Tuning of a Host sharing its PostgreSQL store with other Hosts.
+
+    ``lease_seconds``: how long a session stays with a Host that stopped renewing (the
+    failover delay after a crash); renewed every third of it. ``catch_up_seconds``: the
+    longest a watcher on another Host waits when a notification was lost.
+    """
+
+    lease_seconds: float = attrs.field(default=DEFAULT_LEASE_SECONDS)
+    catch_up_seconds: float = attrs.field(default=DEFAULT_CATCH_UP_SECONDS)
+
+    @lease_seconds.validator
+    def _check_lease(self, _: object, value: float) -> None:
+        if not 0.2 <= value <= 3600:
+            raise ValueError("lease_seconds must be between 0.2 and 3600")
+
+    @catch_up_seconds.validator
+    def _check_catch_up(self, _: object, value: float) -> None:
+        if not 0.01 <= value <= 600:
+            raise ValueError("catch_up_seconds must be between 0.01 and 600")
+
+
+@attrs.define
+class _Follow:
+    """What this Host knows of a session beyond its queue: invocations started (by any
+    Host) and not yet finished, and their tool journals."""
+
+    started: set[str] = attrs.field(factory=set)
+    journals: dict[str, tuple[str, list[Any]]] = attrs.field(factory=dict)
+
+
+class Cluster:
+    """The Host's part in a group of Hosts on one database (see the module docs)."""
+
+    def __init__(self, host: Host, store: PostgresStore, options: ScaleOut) -> None:
+        self._host = host
+        self._store = store
+        self.options = options
+        #: Unique per Host process and open: a restarted Host is a new holder.
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{new_id()}"
+        self._leases: dict[str, Lease] = {}
+        self._follow: dict[str, _Follow] = {}
+        self._loading: set[str] = set()
+        self._scope = trio.CancelScope()
+
+    # -- hooks the Host calls ---------------------------------------------------------------
+    def recovered(
+        self,
+        state: _SessionState,
+        started: set[str],
+        journals: dict[str, tuple[str, list[Any]]],
+    ) -> None:
+        """A session read at start-up: what ran is left to its holder (or to whoever
+        takes the lease); the queue shows it running meanwhile."""
+        follow = self._follow.setdefault(state.session_id, _Follow())
+        follow.started |= {i for i in started if i in state.queue}
+        follow.journals.update(journals)
+        for invocation_id in sorted(follow.started):
+            if state.queue.running is None:
+                state.queue.start(invocation_id)
+
+    def holds(self, session_id: str) -> bool:
+        return session_id in self._leases
+
+    def enter_runner(self, state: _SessionState) -> None:
+        """Called at the top of a session's runner task: its writes are fenced."""
+        _RUNNING.set(state.session_id)
+
+    async def append(
+        self,
+        state: _SessionState,
+        events: Sequence[NewEvent],
+        operation: OperationRecord | None,
+    ) -> AppendResult:
+        """Append for the Host (caller holds the session's lock). Writes of the running
+        work carry the lease; events other Hosts appended first are applied before the
+        caller applies its own."""
+        session_id = state.session_id
+        lease = None
+        turn = current_turn()
+        if _RUNNING.get() == session_id or (turn is not None and turn[0] == session_id):
+            lease = self._leases.get(session_id)
+            if lease is None:
+                raise LeaseLost(session_id, 0)
+        try:
+            result = await self._store.append_events(
+                session_id, events, operation=operation, lease=lease
+            )
+        except LeaseLost:
+            self._lost(session_id)
+            raise
+        if not result.replayed and result.sequences[0] > state.revision + 1:
+            await self._apply(state, until=result.sequences[0] - 1)
+        if not result.replayed:
+            follow = self._follow.setdefault(session_id, _Follow())
+            for event in events:
+                self._track(follow, event.kind, event.turn_id, event.payload)
+        return result
+
+    async def claim(self, state: _SessionState) -> bool:
+        """Make sure this Host holds the session's lease before running its work: take
+        it when free or lapsed (then settle what the last holder left unfinished), else
+        wait until something changes or the lease may have lapsed. Returns whether the
+        runner may run now (call again when False)."""
+        session_id = state.session_id
+        if session_id in self._leases:
+            return True
+        try:
+            lease = await self._store.acquire_lease(
+                session_id, self.holder, self.options.lease_seconds
+            )
+        except StoreError as exc:
+            logger.warning("cannot take the lease of session %s: %s", session_id, exc)
+            lease = None
+        if lease is None:
+            state.wake = trio.Event()
+            with trio.move_on_after(self.options.lease_seconds / 3):
+                await state.wake.wait()
+            return False
+        self._leases[session_id] = lease
+        async with state.lock:
+            await self._apply(state)  # everything the last holder committed
+            follow = self._follow.setdefault(session_id, _Follow())
+            interrupted = sorted(i for i in follow.started if i in state.queue)
+            if state.app is not None:
+                # Its history may lack turns other Hosts ran: start again from the store.
+                with trio.CancelScope(shield=True):
+                    await state.app.aclose()
+                state.app = None
+            if interrupted:
+                await self._host._settle_interrupted(state, interrupted, follow.journals)
+        self._host._publish_queue(state)
+        self._host._publish_interactions(state)
+        return True
+
+    def abandon(self, state: _SessionState) -> None:
+        """The lease moved while this Host ran the session's work: nothing more of it
+        commits here; the new holder settles it, and its events reach this Host."""
+        logger.warning(
+            "session %s moved to another Host while this one ran it: turn abandoned",
+            state.session_id,
+        )
+        self._lost(state.session_id)
+        state.cancellation = None
+        state.wake.set()
+
+    # -- tasks ------------------------------------------------------------------------------
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Follow notifications, catch up periodically and renew leases, until the Host
+        closes."""
+        with self._scope:
+            async with self._store.notifications() as notes, trio.open_nursery() as nursery:
+                nursery.start_soon(self._renew_leases)
+                nursery.start_soon(self._catch_up_loop)
+                task_status.started()
+                async for session_id, sequence in notes:
+                    await self._moved(session_id, sequence)
+
+    def close(self) -> None:
+        """Stop following (the Host is closing; its runners settle their turns)."""
+        self._scope.cancel()
+
+    async def release_all(self) -> None:
+        """Give every held session up, so another Host takes it without waiting."""
+        for lease in tuple(self._leases.values()):
+            try:
+                await self._store.release_lease(lease)
+            except StoreError as exc:
+                logger.warning("cannot release session %s: %s", lease.session_id, exc)
+        self._leases.clear()
+
+    async def _catch_up_loop(self) -> None:
+        while True:
+            await trio.sleep(self.options.catch_up_seconds)
+            try:
+                newest = await self._store.sequences()
+            except StoreError as exc:
+                logger.warning("catch-up query failed: %s", exc)
+                continue
+            for session_id, sequence in newest.items():
+                await self._moved(session_id, sequence)
+
+    async def _renew_leases(self) -> None:
+        seconds = self.options.lease_seconds
+        while True:
+            await trio.sleep(seconds / 3)
+            for session_id, lease in tuple(self._leases.items()):
+                try:
+                    kept = await self._store.renew_lease(lease, seconds)
+                except StoreError as exc:
+                    # Unreachable database: fencing keeps it safe; keep trying.
+                    logger.warning("cannot renew the lease of session %s: %s", session_id, exc)
+                    continue
+                if not kept:
+                    self._lost(session_id)
+
+    def _lost(self, session_id: str) -> None:
+        if self._leases.pop(session_id, None) is None:
+            return
+        state = self._host._sessions.get(session_id)
+        if state is not None and state.cancellation is not None:
+            state.cancellation.cancel()  # its commit would fail anyway: stop early
+
+    async def _moved(self, session_id: str, sequence: int) -> None:
+        try:
+            await self._follow_up(session_id, sequence)
+        except StoreError as exc:
+            # The database is unreachable for a moment: the next catch-up retries.
+            logger.warning("cannot follow session %s: %s", session_id, exc)
+
+    async def _follow_up(self, session_id: str, sequence: int) -> None:
+        host = self._host
+        if host.closed:
+            return
+        state = host._sessions.get(session_id)
+        if state is None:
+            await self._load(session_id)
+            return
+        if sequence <= state.revision:
+            return
+        async with state.lock:
+            await self._apply(state)
+
+    async def _load(self, session_id: str) -> None:
+        """A session another Host created: rebuild it like recovery and follow it."""
+        if session_id in self._loading:
+            return
+        self._loading.add(session_id)
+        try:
+            host = self._host
+            config = await host._session_config(session_id)
+            if config is None or session_id in host._sessions:
+                return
+            state = host._new_state(session_id, config, created_at=time.time())
+            self._follow.setdefault(session_id, _Follow())
+            await self._apply(state)
+            if session_id in host._sessions:
+                return
+            host._sessions[session_id] = state
+            host._start_runner(state)
+        finally:
+            self._loading.discard(session_id)
+
+    # -- applying events --------------------------------------------------------------------
+    async def _apply(self, state: _SessionState, *, until: int | None = None) -> None:
+        """Apply the session's events after ``state.revision`` (through ``until``) as
+        recovery would, then hand the rows they published to this Host's watchers."""
+        host = self._host
+        follow = self._follow.setdefault(state.session_id, _Follow())
+        first = state.revision
+        queue_revision = state.queue.revision
+        interactions = (len(state.pending), len(state.resolved))
+        while until is None or state.revision < until:
+            events = await self._store.events_after(state.session_id, state.revision, limit=500)
+            for event in events:
+                if until is not None and event.sequence > until:
+                    break
+                self._apply_one(
+                    state, follow, event.kind, event.turn_id, event.payload, event.sequence
+                )
+                state.revision = event.sequence
+            else:
+                if len(events) == 500:
+                    continue
+            break
+        if state.revision == first:
+            return
+        await self._publish_rows(state)
+        if state.queue.revision != queue_revision:
+            host._publish_queue(state)
+        if (len(state.pending), len(state.resolved)) != interactions:
+            host._publish_interactions(state)
+        state.wake.set()
+
+    def _apply_one(
+        self,
+        state: _SessionState,
+        follow: _Follow,
+        kind: str,
+        turn_id: str | None,
+        payload: dict[str, Any],
+        sequence: int,
+    ) -> None:
+        waiting = None
+        if kind == INTERACTION_RESOLVED:
+            waiting = state.pending.get(str(payload.get("id")))
+        try:
+            self._host._replay(state, kind, payload, sequence, follow.started)
+        except QueueFull:
+            logger.warning(
+                "session %s: an admission beyond this Host's queue capacity", state.session_id
+            )
+        self._track(follow, kind, turn_id, payload)
+        if kind == QUEUE_STARTED:
+            invocation_id = str(payload["invocationId"])
+            if invocation_id in state.queue and state.queue.running is None:
+                state.queue.start(invocation_id)
+        elif kind == "queue.stop":
+            running = state.queue.running
+            if (
+                running is not None
+                and running.work.invocation_id == payload.get("invocationId")
+                and state.cancellation is not None
+            ):
+                state.cancellation.cancel()
+        elif waiting is not None and not waiting.answered.is_set():
+            # Answered through another Host: the approval waiting here goes on.
+            resolution = from_wire(Interaction, payload).resolution
+            if resolution is not None and resolution.outcome == "approved":
+                waiting.decision = Approve()
+            else:
+                reason = resolution.reason if resolution is not None else None
+                waiting.decision = Deny(reason or "denied")
+            waiting.answered.set()
+
+    @staticmethod
+    def _track(follow: _Follow, kind: str, turn_id: str | None, payload: dict[str, Any]) -> None:
+        if kind == QUEUE_STARTED:
+            follow.started.add(str(payload["invocationId"]))
+        elif kind == QUEUE_FINISHED:
+            follow.started.discard(str(payload["invocationId"]))
+            follow.journals.pop(str(payload["invocationId"]), None)
+        elif kind == TURN_JOURNAL and turn_id is not None:
+            follow.journals[str(payload["invocationId"])] = (turn_id, payload["messages"])
+
+    async def _publish_rows(self, state: _SessionState) -> None:
+        """Rows of the events just applied, read from the tables, to the watchers."""
+        if not state.subscribers:
+            newest = await self._store.last_position(state.session_id)
+            state.last_row = None if newest is None else wire_position(newest)
+            return
+        cursor = None if state.last_row is None else store_position(state.last_row)
+        while True:
+            page = await self._store.history_page(
+                state.session_id, through=state.revision, after=cursor, limit=500
+            )
+            if page.rows:
+                rows = tuple(wire_row(r) for r in page.rows)
+                state.last_row = rows[-1].position
+                update = RowsPublished(
+                    through=state.revision, rows=rows, next_after=rows[-1].position
+                )
+                for subscriber in tuple(state.subscribers):
+                    subscriber.offer(update)
+            if page.next_after is None:
+                break
+            cursor = page.next_after

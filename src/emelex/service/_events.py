@@ -1,0 +1,24 @@
+"""Event kinds the Host appends to a session's log beside the turn events of
+emelex.store (shared by the Host and the scale-out follower that replays them)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+SESSION_CREATED: Final = "session.created"
+QUEUE_ADMITTED: Final = "queue.admitted"
+QUEUE_STARTED: Final = "queue.started"
+QUEUE_FINISHED: Final = "queue.finished"
+INTERACTION_REQUESTED: Final = "interaction.requested"
+INTERACTION_RESOLVED: Final = "interaction.resolved"
+#: Before each tool call may start: what the turn commits if the Host is lost then.
+TURN_JOURNAL: Final = "turn.journal"
+#: A main model request was prepared, and how it ended (context reports).
+REQUEST_PREPARED: Final = "request.prepared"
+REQUEST_SETTLED: Final = "request.settled"
+#: Prepared requests a session keeps in memory for context reports.
+MAX_REQUESTS_KEPT: Final = 64
+#: A coordinator started a worker session (WorkHub).
+WORKER_STARTED: Final = "workhub.worker"
+#: The automatic title of a session (or a title failure, as a diagnostic).
+SESSION_TITLED: Final = "session.titled"

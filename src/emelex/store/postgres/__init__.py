@@ -1,0 +1,23 @@
+"""The session store on PostgreSQL (needs the ``postgres`` extra: psycopg 3).
+
+Kept out of :mod:`emelex.store` so that importing the store never needs psycopg.
+"""
+
+from emelex._facade import fix_module_names
+from emelex.store.postgres._store import (
+    DEFAULT_POOL_SIZE,
+    DEFAULT_STATEMENT_SECONDS,
+    PostgresStore,
+    open_postgres_store,
+    redact_dsn,
+)
+
+__all__ = [
+    "DEFAULT_POOL_SIZE",
+    "DEFAULT_STATEMENT_SECONDS",
+    "PostgresStore",
+    "open_postgres_store",
+    "redact_dsn",
+]
+
+fix_module_names(__name__, globals())
