@@ -12,6 +12,7 @@ is empty (it then waits for the pipe to become readable).
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Callable
 
 import trio
@@ -28,10 +29,10 @@ Sink = Callable[[memoryview], None]
 async def drain(stream: trio.abc.ReceiveStream, sink: Sink) -> None:
     """Read ``stream`` to its end (or until it is closed or broken) into ``sink``."""
     fileno = getattr(stream, "fileno", None)
-    if fileno is None:  # not a pipe of ours: the generic path
+    fd = fileno() if fileno is not None else -1
+    if fd < 0 or os.get_blocking(fd):  # not a non-blocking pipe: the generic path
         await _drain_stream(stream, sink)
         return
-    fd = fileno()
     buffer = memoryview(bytearray(READ_SIZE))
     # closefd=False: the stream owns the descriptor. It is non-blocking (FdStream made
     # it so), and readinto returns None when the pipe is empty.
