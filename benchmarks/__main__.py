@@ -69,6 +69,8 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS: dict[str, str] = {
     "harness": "per-turn overhead against agent frameworks, event throughput, "
     "cancellation latency, memory per session",
+    "history": "a tool round at 1,000 messages of history against 0, and 1,000 sessions "
+    "at once against one",
     "runtime": "actors, mailboxes and the dedicated worker against bare Trio",
     "workspace_grep": "grep and find_files on a generated tree against rg and find",
     "process_drain": "the shell runner draining output against cat and dd",

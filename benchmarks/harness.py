@@ -89,6 +89,10 @@ EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
 #: One turn of the tool-round workload: a tool call, then the answer.
 TURN_SCRIPT: list[list[Step]] = [[Call("noop", {})], [Say("done")]]
+#: Cancellation goals, as ratios to bare Trio cancelling as many tasks in the same run:
+#: every tool stopped (p99), every session.run raised (p50 and p99).
+CANCEL_STOPPED_GOAL = 1.2
+CANCEL_RAISED_GOAL = 2.0
 #: Turns a session runs before it is rebuilt (its history grows by 4 messages a turn).
 TURNS_PER_SESSION = 100
 
@@ -745,36 +749,39 @@ def summary_rows(measured: Measurements) -> list[Row]:
     )
 
     agent, scope, bare, single = measured.cancels
-    bare_p99 = bare.summary()[1]
+    bare_p50, bare_p99, _ = bare.summary()
     single_p50, single_p99, _ = single.summary()
     sessions = measured.settings.cancel_sessions
     for how, latency in (("AgentCancellation", agent), ("enclosing CancelScope", scope)):
         stopped_p99 = latency.stopped_p99()
+        times = stopped_p99 / bare_p99
         rows.append(
             Row(
                 f"cancel → every tool stopped, p99, {sessions} sessions, by {how}",
                 f"{stopped_p99:.2f} ms",
                 f"{sessions} bare Trio tasks {bare_p99:.2f} ms",
-                ratio(stopped_p99 / bare_p99, 2, "time"),
-                "≤ 2 ms",
-                met(stopped_p99 <= 2.0),
+                ratio(times, 2, "time"),
+                f"≤ {CANCEL_STOPPED_GOAL:g}x",
+                met(times <= CANCEL_STOPPED_GOAL),
                 "from cancel() to each cooperative tool having seen it and returned",
             )
         )
     for how, latency in (("AgentCancellation", agent), ("enclosing CancelScope", scope)):
         p50, p99, _ = latency.summary()
-        rows.append(
-            Row(
-                f"cancel → every session.run raised, p99, {sessions} sessions, by {how}",
-                f"{p99:.2f} ms",
-                f"{sessions} bare Trio tasks {bare_p99:.2f} ms",
-                ratio(p99 / bare_p99, 1, "time"),
-                "≤ 2 ms",
-                met(p99 <= 2.0),
-                f"p50 {p50:.2f} ms; includes each turn's checkpoint and actor teardown; "
-                f"one session alone: p50 {single_p50:.2f} ms, p99 {single_p99:.2f} ms",
+        for name, ours, theirs in (("p50", p50, bare_p50), ("p99", p99, bare_p99)):
+            times = ours / theirs
+            rows.append(
+                Row(
+                    f"cancel → every session.run raised, {name}, {sessions} sessions, by {how}",
+                    f"{ours:.2f} ms",
+                    f"{sessions} bare Trio tasks {theirs:.2f} ms",
+                    ratio(times, 1, "time"),
+                    f"≤ {CANCEL_RAISED_GOAL:g}x",
+                    met(times <= CANCEL_RAISED_GOAL),
+                    "includes each turn's checkpoint and actor teardown; one session alone: "
+                    f"p50 {single_p50:.2f} ms, p99 {single_p99:.2f} ms",
+                )
             )
-        )
 
     memory = measured.memory
     rows.append(

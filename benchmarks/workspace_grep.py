@@ -3,7 +3,7 @@
 Generates a tree in a temporary directory (200 directories x 100 files of ~3 KB source-like
 text), then times, in the same run, the workspace functions and the external tools (when
 installed), checks that they agree on the number of matching lines / files, and prints
-the ratios. The goal for ``grep`` is at most 3x ``rg -j1``.
+the ratios. The goals: ``grep`` at most 1.5x ``rg -j1``, ``find_files`` at most 1.5x ``find``.
 
     .venv/bin/python benchmarks/workspace_grep.py [--files 20000] [--repeat 3] [--quick]
 """
@@ -31,7 +31,9 @@ except ModuleNotFoundError:  # run as a script: python benchmarks/workspace_grep
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from benchmarks._table import Row, met, ratio
 
-GREP_GOAL = 3.0
+GREP_GOAL = 1.5
+#: find_files against find (the issue-17 goal; against rg --files it is only reported).
+FIND_GOAL = 1.5
 T = TypeVar("T")
 QUICK_FILES = 2_000
 
@@ -91,7 +93,13 @@ def measure(files: int, repeat: int) -> list[Row]:
     out: list[Row] = []
 
     def compared(
-        measure: str, ours: float, ours_count: int, tool: str, theirs: float, count: int, goal: bool
+        measure: str,
+        ours: float,
+        ours_count: int,
+        tool: str,
+        theirs: float,
+        count: int,
+        goal: float | None,
     ) -> Row:
         times = ours / theirs
         note = "" if count == ours_count else f"counts differ: emelex {ours_count}, {tool} {count}"
@@ -100,8 +108,8 @@ def measure(files: int, repeat: int) -> list[Row]:
             f"{ours * 1000:,.0f} ms",
             f"{tool} {theirs * 1000:,.0f} ms",
             ratio(times, 2, "time"),
-            f"≤ {GREP_GOAL:g}x" if goal else "—",
-            met(times <= GREP_GOAL) if goal else "n/a",
+            f"≤ {goal:g}x" if goal is not None else "—",
+            met(times <= goal) if goal is not None else "n/a",
             note,
         )
 
@@ -136,14 +144,16 @@ def measure(files: int, repeat: int) -> list[Row]:
                     f"  rg -j1 {float(theirs) * 1000:.0f} ms, {rg_count} lines;"
                     f" ratio emelex/rg = {ours / float(theirs):.2f}"
                 )
-                out.append(compared(measure, ours, count, "rg -j1", theirs, rg_count, True))
+                out.append(compared(measure, ours, count, "rg -j1", theirs, rg_count, GREP_GOAL))
 
             ours, found = timed(lambda: find_files(ws, "**/*.py", max_results=1_000_000), repeat)
             matches = len(getattr(found, "matches", ()))
             print(f"find_files **/*.py: emelex {ours * 1000:.0f} ms, {matches} files")
             measure = f"find_files **/*.py, {files:,} files (median of {repeat})"
             if find is None:
-                out.append(Row.skipped(f"{measure} vs find", "find not installed"))
+                out.append(
+                    Row.skipped(f"{measure} vs find", "find not installed", f"≤ {FIND_GOAL:g}x")
+                )
             else:
                 theirs, count = timed(
                     lambda: external([find, ".", "-type", "f", "-name", "*.py"], root), repeat
@@ -153,7 +163,7 @@ def measure(files: int, repeat: int) -> list[Row]:
                     f" ratio emelex/find = {ours / theirs:.2f}"
                 )
                 out.append(
-                    compared(f"{measure} vs find", ours, matches, "find", theirs, count, False)
+                    compared(f"{measure} vs find", ours, matches, "find", theirs, count, FIND_GOAL)
                 )
             if rg is None:
                 print("  skipped: rg not installed")
@@ -174,7 +184,7 @@ def measure(files: int, repeat: int) -> list[Row]:
                         "rg -j1 --files",
                         theirs,
                         count,
-                        False,
+                        None,
                     )
                 )
     return out

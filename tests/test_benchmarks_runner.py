@@ -182,16 +182,24 @@ def test_harness_rows_without_competitors_are_skipped_with_the_reason() -> None:
         "no",
         "no",
         "no",
+        "no",
+        "no",
         "yes",
     ]
     assert rows[0].emelex == "600"
     assert rows[0].note == "competitors not installed: run `...`"
     assert rows[2].ratio == "1.50x speed"
-    # Tools stopped (AgentCancellation, then CancelScope), then every session.run raised.
+    # Tools stopped (AgentCancellation, then CancelScope): ratios to bare Trio's p99.
     assert rows[3].emelex == "1.50 ms"
     assert rows[3].ratio == "0.38x time"
+    assert rows[3].goal == "≤ 1.2x"
     assert rows[4].emelex == "10.00 ms"
+    # Then every session.run raised, p50 and p99 of each way, against bare Trio's.
+    assert [row.measure.split(", ")[1] for row in rows[5:9]] == ["p50", "p99", "p50", "p99"]
     assert rows[5].emelex == "30.00 ms"
+    assert rows[5].ratio == "7.5x time"
+    assert rows[5].goal == "≤ 2x"
+    assert rows[7].emelex == "20.00 ms"
 
     competitors[1].rounds_us.append(6_000.0)
     competitors[1].version = "1.2"

@@ -119,6 +119,10 @@ def turn_ended(
             "emelex.turn.cancelled": cancelled,
         }
     )
+    if cancelled and result is None:
+        # A turn whose AgentCancellation reached a running tool ends by returning once
+        # the tool's result is in (its scope is never cancelled): cancelled all the same.
+        span.set_attribute("emelex.actor.cancelled", True)
 
 
 def _usage(usage: Usage) -> dict[str, Any]:

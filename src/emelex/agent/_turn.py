@@ -226,7 +226,9 @@ class TurnDriver:
         turn: ActorNursery,
         sink: _EventSink,
         route: _CancelRoute,
-    ) -> AgentTurn:
+    ) -> AgentTurn | None:
+        """The committed turn, or ``None`` when an AgentCancellation routed to a running
+        tool ended it (the caller resolves it as cancelled)."""
         sink.emit_all(core.start())
         while True:
             await trio.lowlevel.checkpoint_if_cancelled()
@@ -245,7 +247,8 @@ class TurnDriver:
             if not plan:
                 break
             for item in plan:
-                await self._resolve_call(core, turn, sink, item, route)
+                if await self._resolve_call(core, turn, sink, item, route):
+                    return None  # cancelled by AgentCancellation: no result
             core.finish_batch()
         result, events = core.commit()
         sink.emit_all(events)
@@ -268,12 +271,13 @@ class TurnDriver:
         sink: _EventSink,
         item: PlannedCall,
         route: _CancelRoute,
-    ) -> None:
+    ) -> bool:
+        """Resolve one planned call; True when the turn must end as cancelled now."""
         call = item.call
         if item.immediate is not None or item.tool is None:
             output = item.immediate or ToolOutput.error(f"unknown tool {call.name!r}")
             sink.emit_all(core.record_result(call.id, output, executed=False))
-            return
+            return False
         entry = item.tool
         try:
             reason = entry.tool.approval_reason(call.arguments)
@@ -282,11 +286,11 @@ class TurnDriver:
             # explicit request for a correction.
             output = ToolOutput.feedback(_bounded(f"{call.name}: {exc}"))
             sink.emit_all(core.record_result(call.id, output, False))
-            return
+            return False
         except Exception as exc:
             message = _bounded(f"tool {call.name!r} could not describe its action: {exc}")
             sink.emit_all(core.record_result(call.id, ToolOutput.error(message), False))
-            return
+            return False
         approved = False
         if reason is not None:
             # Never ask anyone to approve work for a turn that is already being torn down.
@@ -307,7 +311,7 @@ class TurnDriver:
             if isinstance(decision, Deny):
                 output = ToolOutput.error(_bounded(f"denied: {decision.reason}"))
                 sink.emit_all(core.record_result(call.id, output, executed=False))
-                return
+                return False
             approved = True
         invocation = ToolInvocation(
             call,
@@ -354,11 +358,12 @@ class TurnDriver:
         finally:
             route.running = None
         sink.emit_all(core.record_result(call.id, output, executed=True))
-        if route.cancelled:
-            # AgentCancellation arrived while the tool ran and was routed to the tool
-            # alone; with its one result recorded, the turn now ends as cancelled.
-            route.scope.cancel()
-            await trio.lowlevel.checkpoint_if_cancelled()
+        # AgentCancellation arrived while the tool ran and was routed to the tool alone;
+        # with its one result recorded, the turn now ends as cancelled. Nothing else of
+        # the turn runs, so it returns rather than cancel its own scope: no Cancelled to
+        # raise through every frame and no extra pass of the scheduler (about a third
+        # of each turn's teardown when 100 turns are cancelled at once).
+        return route.cancelled
 
     async def _approval_job(self, ctx: ActorContext, context: ApprovalContext) -> ApprovalDecision:
         try:

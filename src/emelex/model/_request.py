@@ -89,3 +89,27 @@ class GenerationRequest:
                 raise InvalidRequest(f"tool_choice {choice!r} needs at least one offered tool")
             if choice.name is not None and all(tool.name != choice.name for tool in self.tools):
                 raise InvalidRequest(f"tool_choice names {choice.name!r}, which is not offered")
+
+
+def checked_request(
+    messages: tuple[Message, ...],
+    *,
+    tools: tuple[ToolDefinition, ...],
+    options: GenerationOptions,
+) -> GenerationRequest:
+    """A :class:`GenerationRequest` whose ``messages`` the caller already knows are a
+    tuple of :class:`Message` (the turn core: history was checked when it entered, and
+    the turn's own messages are built there). Everything else is checked as usual; only
+    the per-message type check, which costs time linear in the history on every model
+    round, is skipped."""
+    if type(messages) is not tuple:
+        return GenerationRequest(messages, tools=tools, options=options)
+    if not messages:
+        raise InvalidRequest("a generation request needs at least one message")
+    _check_options(None, None, options)
+    request: GenerationRequest = object.__new__(GenerationRequest)
+    object.__setattr__(request, "messages", messages)
+    object.__setattr__(request, "tools", _to_tools(tools))
+    object.__setattr__(request, "options", options)
+    request.__attrs_post_init__()
+    return request

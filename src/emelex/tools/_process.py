@@ -31,6 +31,7 @@ import attrs
 import trio
 
 from emelex._errors import LimitExceeded
+from emelex.tools._drain import drain
 from emelex.tools._errors import (
     ShellCleanupError,
     ShellCommandRejected,
@@ -51,7 +52,6 @@ FALLBACK_PATH: tuple[str, ...] = ("/usr/local/bin", "/usr/bin", "/bin")
 """Appended to the sanitized ``PATH`` when missing, in this order."""
 LOCALE = "C.UTF-8"
 
-_READ_SIZE = 1024 * 1024
 _PIPE_SIZE = 1024 * 1024
 _HELPER_MARGIN = 3.0  # time the helper gets beyond the grace to scan and exit
 _KILL_WAIT = 5.0  # after SIGKILL to the group
@@ -178,7 +178,7 @@ class _Capture:
         self.tail = bytearray()
         self.total = 0
 
-    def feed(self, chunk: bytes | bytearray) -> None:
+    def feed(self, chunk: bytes | bytearray | memoryview) -> None:
         self.total += len(chunk)
         room = self.head_limit - len(self.head)
         if room > 0:
@@ -199,14 +199,7 @@ class _Capture:
 
 
 async def _drain(stream: trio.abc.ReceiveStream, capture: _Capture) -> None:
-    while True:
-        try:
-            chunk = await stream.receive_some(_READ_SIZE)
-        except (trio.ClosedResourceError, trio.BrokenResourceError):
-            return
-        if not chunk:
-            return
-        capture.feed(chunk)
+    await drain(stream, capture.feed)
 
 
 def _enlarge_pipe(stream: object) -> None:

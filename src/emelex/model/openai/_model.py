@@ -656,7 +656,17 @@ class OpenAIStream:
         if self._json is not None:
             self._json += chunk
             return False
-        return any(self._dispatch(event) for event in self._sse.feed(chunk))
+        ready = self._ready
+        feed = self._assembler.feed_data
+        for event in self._sse.feed(chunk):
+            if self._finished:
+                return True
+            data = event.data
+            if data[:1] == "{" and event.event == "message":  # a chunk: the common event
+                ready.extend(feed(data))
+            elif self._dispatch(event):
+                return True
+        return False
 
     def _dispatch(self, event: SSEEvent) -> bool:
         """Handle one SSE event; True when it finished the stream."""

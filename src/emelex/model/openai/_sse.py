@@ -18,8 +18,6 @@ import attrs
 
 from emelex.model.openai._errors import ChunkTooLarge, MalformedChunk
 
-_LF: Final = 0x0A
-_CR: Final = 0x0D
 _BOM: Final = b"\xef\xbb\xbf"
 
 
@@ -64,28 +62,39 @@ class SSEParser:
             self._started = True
             if buffer.startswith(_BOM):
                 del buffer[: len(_BOM)]
-        events: list[SSEEvent] = []
-        start = 0
-        size = len(buffer)
         limit = self._max
-        while start < size:
-            newline = buffer.find(b"\n", start)
-            stop = newline if newline >= 0 else size
-            cr = buffer.find(b"\r", start, stop)
-            if cr >= 0:
-                if cr + 1 == size:
-                    break  # a CR ending the buffer may be the first half of CRLF
-                end, after = cr, (cr + 2 if buffer[cr + 1] == _LF else cr + 1)
-            elif newline >= 0:
-                end, after = newline, newline + 1
+        # Complete lines end at the last terminator; a CR ending the buffer is held (it
+        # may be the first half of a CRLF) and so is the unterminated rest.
+        stop = len(buffer) - 1 if buffer.endswith(b"\r") else len(buffer)
+        cut = max(buffer.rfind(b"\n", 0, stop), buffer.rfind(b"\r", 0, stop)) + 1
+        if not cut:
+            if len(buffer) > limit:
+                raise ChunkTooLarge("max_line_bytes", limit, len(buffer))
+            return []
+        # One split for every complete line of the piece: bytes.splitlines ends lines at
+        # LF, CRLF and a lone CR, exactly the SSE terminators.
+        lines = bytes(buffer[:cut]).splitlines()
+        del buffer[:cut]
+        events: list[SSEEvent] = []
+        pending = self._data
+        for raw in lines:
+            if len(raw) > limit:
+                raise ChunkTooLarge("max_line_bytes", limit, len(raw))
+            if raw.startswith(b"data: "):  # the common line, inlined
+                self._data_size += len(raw) + 1
+                if self._data_size > limit:
+                    raise ChunkTooLarge("max_line_bytes", limit, self._data_size)
+                try:
+                    pending.append(raw[6:].decode("utf-8"))
+                except UnicodeDecodeError as exc:
+                    raise _not_utf8(raw) from exc
+            elif not raw and pending:
+                events.append(SSEEvent("\n".join(pending), self._event or "message"))
+                pending.clear()
+                self._data_size = 0
+                self._event = ""
             else:
-                break
-            if end - start > limit:
-                raise ChunkTooLarge("max_line_bytes", limit, end - start)
-            self._line(bytes(buffer[start:end]), events)
-            start = after
-        if start:
-            del buffer[:start]
+                self._line(raw, events)
         if len(buffer) > limit:
             raise ChunkTooLarge("max_line_bytes", limit, len(buffer))
         return events
@@ -115,9 +124,7 @@ class SSEParser:
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise MalformedChunk(
-                "a stream line is not valid UTF-8", excerpt=raw[:200].decode("utf-8", "replace")
-            ) from exc
+            raise _not_utf8(raw) from exc
         name, colon, value = line.partition(":")
         if colon and value.startswith(" "):
             value = value[1:]
@@ -128,3 +135,9 @@ class SSEParser:
             self._data.append(value)
         elif name == "event":
             self._event = value
+
+
+def _not_utf8(raw: bytes) -> MalformedChunk:
+    return MalformedChunk(
+        "a stream line is not valid UTF-8", excerpt=raw[:200].decode("utf-8", "replace")
+    )

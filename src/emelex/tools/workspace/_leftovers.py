@@ -103,7 +103,7 @@ def list_leftovers(
     found: list[Leftover] = []
     truncated = False
     try:
-        for dir_fd, name, rel in _walk_files(
+        for dir_fd, name, rel_dir, _prefix in _walk_files(
             base,
             target,
             include_secrets=True,
@@ -124,7 +124,7 @@ def list_leftovers(
             if len(found) >= max_results:
                 truncated = True
                 break
-            where = target.with_parts((*target.parts, *rel[:-1]))
+            where = target.with_parts((*target.parts, *rel_dir))
             found.append(
                 Leftover(
                     where.child(name).display,

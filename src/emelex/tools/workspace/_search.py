@@ -10,7 +10,7 @@ when, and why, it was cut.
 from __future__ import annotations
 
 import errno
-import functools
+import itertools
 import os
 import stat
 import threading
@@ -31,7 +31,7 @@ from emelex.tools.workspace._errors import (
 )
 from emelex.tools.workspace._read import BINARY_PROBE_BYTES
 from emelex.tools.workspace._root import DIR_FLAGS, FILE_FLAGS, Target, Workspace, describe_mode
-from emelex.tools.workspace._secrets import is_secret_child
+from emelex.tools.workspace._secrets import secret_child_test
 from emelex.tools.workspace._sibling import is_sibling
 
 DEFAULT_SKIP_DIRS: frozenset[str] = frozenset({".git", ".hg", ".svn"})
@@ -146,11 +146,14 @@ class Re2Program:
     with ``bytes.find`` (a file without it costs no RE2 call at all).
     """
 
-    __slots__ = ("_program", "prefix")
+    __slots__ = ("_program", "match", "prefix")
 
     def __init__(self, pattern: str, options: re2.Options, *, prefix: bytes = b"") -> None:
         self._program = re2.compile(pattern, options)._regexp  # raises re2.error
         self.prefix = prefix
+        #: The binding's ``Match(anchor, data, start, stop)``: grep's per-match loop calls
+        #: it directly (one C call, no Python frame).
+        self.match = self._program.Match
 
     def search(self, data: bytes, start: int, stop: int) -> int | None:
         """Where the first match inside ``data[start:stop]`` starts (anchors see all of
@@ -165,11 +168,11 @@ class Re2Program:
 class LiteralProgram:
     """A case-sensitive literal: ``bytes.find`` is linear and needs no regex engine."""
 
-    __slots__ = ("_needle",)
+    __slots__ = ("_needle", "needle")
     prefix = b""  # the search is a find already
 
     def __init__(self, text: str) -> None:
-        self._needle = text.encode("utf-8")
+        self._needle = self.needle = text.encode("utf-8")
 
     def search(self, data: bytes, start: int, stop: int) -> int | None:
         found = data.find(self._needle, start, stop)
@@ -205,6 +208,16 @@ class Glob:
     pattern: str
     regex: Re2Program
     max_depth: int | None
+    name_suffixes: tuple[str, ...] | None = None
+    """Set for a glob shaped ``**/*S`` (or ``**/*.{a,b}``): a path matches exactly when
+    its last component ends with one of these (no regex call at all)."""
+
+    def matches_file(self, prefix: str, name: str) -> bool:
+        """Whether the file ``prefix + name`` (``prefix`` its ``/``-ended directory,
+        relative) matches; :meth:`matches` with a fast path for ``**/*.ext``."""
+        if self.name_suffixes is not None:
+            return name.endswith(self.name_suffixes)
+        return self.matches(prefix + name)
 
     def matches(self, path: str) -> bool:
         """Whether ``path`` (``/``-joined, relative) matches the whole glob."""
@@ -237,7 +250,30 @@ def compile_globs(patterns: tuple[str, ...]) -> Glob:
         raise PatternError(pattern, "the glob is not valid Unicode text") from error
     depths = [_glob_depth(p) for p in patterns]
     depth = None if None in depths else max(d for d in depths if d is not None)
-    return Glob(pattern, regex, depth)
+    suffixes = _name_suffixes(patterns[0]) if len(patterns) == 1 else None
+    return Glob(pattern, regex, depth, suffixes)
+
+
+_GLOB_SPECIAL = frozenset("*?[]{}\\/")
+
+
+def _name_suffixes(pattern: str) -> tuple[str, ...] | None:
+    """The literal endings of a glob shaped ``**/*S`` or ``**/*P{a,b}S`` (the most common
+    globs by far), or ``None`` for any other shape. Such a glob matches a relative path
+    exactly when its last component ends with one of them: ``**/`` takes any
+    directories and ``*`` any start of the name."""
+    if not pattern.startswith("**/*"):
+        return None
+    tail = pattern[4:]
+    head, brace, rest = tail.partition("{")
+    options, close, end = rest.partition("}")
+    if brace and not close:
+        return None
+    if _GLOB_SPECIAL.intersection(head + end) or _GLOB_SPECIAL.intersection(options):
+        return None
+    if not brace:
+        return (tail,)
+    return tuple(head + option + end for option in options.split(","))
 
 
 def _glob_depth(pattern: str) -> int | None:
@@ -295,57 +331,65 @@ def _walk_files(
     leftovers: bool = False,
     abort: threading.Event | None = None,
     hidden: Callable[[tuple[str, ...]], bool] | None = None,
-) -> Iterator[tuple[int, str, tuple[str, ...]]]:
-    """Yield ``(dir_fd, name, rel_parts)`` for every regular file below ``base_fd``.
+) -> Iterator[tuple[int, str, tuple[str, ...], str]]:
+    """Yield ``(dir_fd, name, rel_dir, prefix)`` for every regular file below ``base_fd``.
 
-    ``dir_fd`` stays open only until the next item is requested. ``rel_parts`` is relative
-    to the base. Entries are visited in name order, depth first. Temporary and recovery
-    siblings of interrupted writes are skipped, or (``leftovers``) the only files
-    yielded. ``abort`` is checked every 32 entries. Entries ``hidden`` refuses (given
-    their root-relative parts, judged on the last component: a hidden directory is never
-    entered) are skipped.
+    ``dir_fd`` stays open only until the next item is requested. ``rel_dir`` is the
+    file's directory relative to the base (components) and ``prefix`` the same joined
+    with ``/`` and ending in ``/`` (empty at the base): the file's relative path is
+    ``prefix + name``, built by the caller only when it needs it. Entries are visited in
+    name order, depth first. Temporary and recovery siblings of interrupted writes are
+    skipped, or (``leftovers``) the only files yielded. ``abort`` is checked every 32
+    entries. Entries ``hidden`` refuses (given their root-relative parts, judged on the
+    last component: a hidden directory is never entered) are skipped.
+
+    Memory does not grow with the entries visited: each open level keeps its unvisited
+    names (and their kinds) only, and a level reads at most as many entries as the
+    ``max_visited`` budget has left (plus one, to tell an exhausted walk): a huge
+    directory under a small budget is never read whole. (When the budget cuts a
+    directory short, the entries seen are the first ones the directory lists, in name
+    order; the result says it was cut.)
     """
     limit = MAX_DEPTH if max_depth is None else min(max_depth, MAX_DEPTH)
-    # (descriptor, path relative to the base, full parent components, entries left)
-    stack: list[tuple[int, tuple[str, ...], tuple[str, ...], Iterator[os.DirEntry[str]]]] = []
+    secret = None if include_secrets else secret_child_test()
+    # (descriptor, path relative to the base, full parent components, prefix, entries left)
+    stack: list[tuple[int, tuple[str, ...], tuple[str, ...], str, Iterator[tuple[str, int]]]] = []
 
     def push(fd: int, rel: tuple[str, ...]) -> None:
+        budget = max_visited - stats.visited + 1
         try:
             with os.scandir(fd) as scan:
-                entries = sorted(scan, key=lambda e: e.name)
+                entries = sorted(
+                    (entry.name, _kind(entry)) for entry in itertools.islice(scan, budget)
+                )
         except OSError:
             os.close(fd)
             stats.errors += 1
             return
-        stack.append((fd, rel, (*base.absolute_parts, *rel), iter(entries)))
+        prefix = "/".join(rel) + "/" if rel else ""
+        stack.append((fd, rel, (*base.absolute_parts, *rel), prefix, iter(entries)))
 
     push(os.dup(base_fd), ())
     try:
         while stack:
-            fd, rel, parents, entries = stack[-1]
-            entry = next(entries, None)
-            if entry is None:
-                stack.pop()
-                os.close(fd)
-                continue
-            if stats.visited >= max_visited:
-                stats.exhausted = True
-                return
-            if not stats.visited & 0x1F:
-                check_abort(abort, base.display)
-            stats.visited += 1
-            name = entry.name
-            if not include_secrets and is_secret_child(parents, name):
-                stats.skipped_secrets += 1
-                continue
-            if hidden is not None and hidden((*base.parts, *rel, name)):
-                stats.skipped_hidden += 1
-                continue
-            try:
-                if entry.is_symlink():
-                    stats.skipped_links += 1
+            fd, rel, parents, prefix, entries = stack[-1]
+            for name, kind in entries:
+                if stats.visited >= max_visited:
+                    stats.exhausted = True
+                    return
+                if not stats.visited & 0x1F:
+                    check_abort(abort, base.display)
+                stats.visited += 1
+                if secret is not None and secret(parents, name):
+                    stats.skipped_secrets += 1
                     continue
-                if entry.is_dir(follow_symlinks=False):
+                if hidden is not None and hidden((*base.parts, *rel, name)):
+                    stats.skipped_hidden += 1
+                    continue
+                if kind == _FILE:
+                    if (".emelex-" in name and is_sibling(name)) == leftovers:
+                        yield fd, name, rel, prefix
+                elif kind == _DIR:
                     if name in skip_dirs:
                         continue
                     if len(rel) + 1 >= limit:
@@ -361,16 +405,37 @@ def _walk_files(
                             stats.errors += 1
                         continue
                     push(child, (*rel, name))
-                elif entry.is_file(follow_symlinks=False):
-                    if is_sibling(name) == leftovers:
-                        yield fd, name, (*rel, name)
-                else:
+                    break  # depth first: the child's entries come next
+                elif kind == _LINK:
+                    stats.skipped_links += 1
+                elif kind == _SPECIAL:
                     stats.skipped_special += 1
-            except OSError:
-                stats.errors += 1
+                else:
+                    stats.errors += 1
+            else:
+                stack.pop()
+                os.close(fd)
     finally:
-        for fd, _rel, _parents, _entries in stack:
+        for fd, *_rest in stack:
             os.close(fd)
+
+
+_FILE, _DIR, _LINK, _SPECIAL, _ERROR = range(5)
+
+
+def _kind(entry: os.DirEntry[str]) -> int:
+    """What an entry is, from the directory listing (no ``stat`` unless the file system
+    does not say), never following a link."""
+    try:
+        if entry.is_file(follow_symlinks=False):
+            return _FILE
+        if entry.is_dir(follow_symlinks=False):
+            return _DIR
+        if entry.is_symlink():
+            return _LINK
+    except OSError:
+        return _ERROR
+    return _SPECIAL
 
 
 def _open_base(ws: Workspace, target: Target) -> int | tuple[int, str]:
@@ -404,8 +469,13 @@ def _hidden_test(ws: Workspace, target: Target) -> Callable[[tuple[str, ...]], b
     return ws.hidden.hides_last
 
 
-def _display(base: Target, rel: tuple[str, ...]) -> str:
-    return base.with_parts((*base.parts, *rel)).display
+def _display_prefix(base: Target) -> str:
+    """What a walk's relative paths are prefixed with to show them (``base.display``
+    joined with ``/``; nothing at the root)."""
+    shown = base.display
+    if shown == ".":
+        return ""
+    return shown if shown.endswith("/") else shown + "/"
 
 
 def _check(name: str, value: int, maximum: int, minimum: int = 1) -> None:
@@ -469,7 +539,8 @@ def find_files(
     matches: list[str] = []
     truncation: str | None = None
     try:
-        for _fd, _name, rel in _walk_files(
+        shown = _display_prefix(target)
+        for _fd, name, _rel, prefix in _walk_files(
             opened,
             target,
             include_secrets=include_secrets,
@@ -480,11 +551,11 @@ def find_files(
             abort=abort,
             hidden=_hidden_test(ws, target),
         ):
-            if glob.matches("/".join(rel)):
+            if glob.matches_file(prefix, name):
                 if len(matches) >= max_results:
                     truncation = "max_results"
                     break
-                matches.append(_display(target, rel))
+                matches.append(shown + prefix + name)
     finally:
         os.close(opened)
     if truncation is None and stats.exhausted:
@@ -654,6 +725,12 @@ class _GrepState:
         lines = self.lines
         limit = self.max_line_chars
         length = len(data)
+        small = length <= _WINDOW
+        regex = self.regex
+        needle: bytes | None = getattr(regex, "needle", None)
+        match = getattr(regex, "match", None)
+        prefix: bytes = getattr(regex, "prefix", b"")
+        unanchored = _UNANCHORED
         line_number = 1
         counted_to = 0
         while position is not None:
@@ -680,7 +757,20 @@ class _GrepState:
             self.matches += 1
             if end >= length:
                 return
-            position = self._find(data, end + 1)
+            # _find, inlined for a file within one window (the common case)
+            if not small:
+                position = self._find(data, end + 1)
+            elif needle is not None:
+                found = data.find(needle, end + 1)
+                position = None if found < 0 else found
+            elif match is not None:
+                begin = data.find(prefix, end + 1) if prefix else end + 1
+                if begin < 0:
+                    return
+                found = match(unanchored, data, begin, length)[0][0]
+                position = None if found < 0 else found
+            else:
+                position = self._find(data, end + 1)
 
     def search_data(self, data: bytes, shown: str | Callable[[], str]) -> None:
         """Report matching lines of ``data`` (one per line) with merged context."""
@@ -841,7 +931,9 @@ def grep(
             os.close(fd)
     else:
         try:
-            for dir_fd, name, rel in _walk_files(
+            shown = _display_prefix(target)
+            search_fd = state.search_fd
+            for dir_fd, name, _rel, prefix in _walk_files(
                 opened,
                 target,
                 include_secrets=include_secrets,
@@ -852,7 +944,7 @@ def grep(
                 abort=abort,
                 hidden=_hidden_test(ws, target),
             ):
-                if file_glob is not None and not file_glob.matches("/".join(rel)):
+                if file_glob is not None and not file_glob.matches_file(prefix, name):
                     continue
                 try:
                     fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
@@ -860,7 +952,7 @@ def grep(
                     stats.skipped_links += 1  # swapped for a link or removed mid-walk
                     continue
                 try:
-                    state.search_fd(fd, functools.partial(_display, target, rel))
+                    search_fd(fd, shown + prefix + name)
                 finally:
                     os.close(fd)
                 if state.truncation is not None:

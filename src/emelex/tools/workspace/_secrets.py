@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 import attrs
@@ -203,3 +203,68 @@ def is_secret_child(parents: Sequence[str], name: str) -> bool:
         return True
     parts = [*parents_low, low]
     return _match_ending_at(parts, len(parts) - 1)
+
+
+_WILDCARDS = frozenset("*?[]")
+
+
+def _affixes(glob: str) -> tuple[str, str] | None:
+    """``(prefix, suffix)`` literal text every name matching ``glob`` starts and ends
+    with (``*`` may sit between them), or ``None`` when ``glob`` has another shape."""
+    if not _WILDCARDS.intersection(glob):
+        return glob, glob
+    head, _star, tail = glob.partition("*")
+    if _WILDCARDS.intersection(head) or _WILDCARDS.intersection(tail):
+        return None
+    return head, tail
+
+
+_Affixes = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+
+
+@lru_cache(maxsize=1)
+def _quick_reject() -> _Affixes | None:
+    """What a lower-cased name must look like to match some rule's last component:
+    ``(suffixes, prefixes, both_prefixes, both_suffixes)`` of the rules shaped ``*S``,
+    ``P*`` and ``P*S`` or ``NAME`` (``None`` when some glob has another shape)."""
+    ends: set[str] = set()
+    starts: set[str] = set()
+    both_starts: set[str] = set()
+    both_ends: set[str] = set()
+    for rule in SECRET_RULES:
+        affixes = _affixes(rule.components[-1].lower())
+        if affixes is None:
+            return None
+        head, tail = affixes
+        if not head:
+            ends.add(tail)
+        elif not tail:
+            starts.add(head)
+        else:
+            both_starts.add(head)
+            both_ends.add(tail)
+    return tuple(ends), tuple(starts), tuple(both_starts), tuple(both_ends)
+
+
+def secret_child_test() -> Callable[[Sequence[str], str], bool]:
+    """:func:`is_secret_child` with a fast path for recursive walks: a name shaped unlike
+    every rule's last component (the rules are globs such as ``*.pem``, ``.env*``,
+    ``id_rsa*`` or ``credentials.json``) is rejected with a few ``str`` calls, and only
+    the rest (and leftovers of interrupted writes) get the full check."""
+    quick = _quick_reject()
+    if quick is None:
+        return is_secret_child
+    ends, starts, both_starts, both_ends = quick
+
+    def test(parents: Sequence[str], name: str) -> bool:
+        low = name.lower()
+        if (
+            ".emelex-" not in low
+            and not low.endswith(ends)
+            and not low.startswith(starts)
+            and not (low.startswith(both_starts) and low.endswith(both_ends))
+        ):
+            return False
+        return is_secret_child(parents, name)
+
+    return test
