@@ -78,7 +78,6 @@ from emelex.model import (
     Usage,
 )
 from emelex.model import ReasoningDelta as ModelReasoningDelta
-from emelex.model._request import checked_request
 from emelex.tools import ToolOutput
 
 #: Default most model rounds of one turn (each round after the first follows a tool batch).
@@ -259,7 +258,7 @@ class TurnCore:
         # only this turn's messages need a look, each once (history-independent cost).
         refuse_video(self._messages[self._video_checked :], "request")
         self._video_checked = len(self._messages)
-        request = checked_request(messages, tools=tools, options=self._options)
+        request = GenerationRequest._checked(messages, tools=tools, options=self._options)
         self.round += 1
         self.phase = TurnPhase.GENERATING
         self._answer.clear()

@@ -82,6 +82,16 @@ class GenerationRequest:
         factory=GenerationOptions, kw_only=True, validator=_check_options
     )
 
+    @staticmethod
+    def _checked(
+        messages: tuple[Message, ...],
+        *,
+        tools: tuple[ToolDefinition, ...],
+        options: GenerationOptions,
+    ) -> GenerationRequest:
+        """:func:`checked_request`, reachable from other packages (the turn core)."""
+        return checked_request(messages, tools=tools, options=options)
+
     def __attrs_post_init__(self) -> None:
         choice = self.options.tool_choice
         if isinstance(choice, ToolChoice) and choice.forces_call:
