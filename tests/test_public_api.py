@@ -596,6 +596,8 @@ EXPECTED: dict[str, set[str]] = {
     },
     "emelex.store": {
         "AppendResult",
+        "CandidatePage",
+        "CandidateRow",
         "MAX_PAGE_ROWS",
         "MODEL_COMPLETION",
         "NewEvent",

@@ -27,6 +27,7 @@ from emelex.store._log import (
 )
 from emelex.store._permissions import directory_looser_than_private, make_private_directory
 from emelex.store._schema import SCHEMA_VERSION
+from emelex.store._search import CandidatePage, CandidateRow
 from emelex.store._sqlite import (
     MAX_PAGE_ROWS,
     SessionSummary,
@@ -45,6 +46,8 @@ __all__ = [
     "MAX_PAGE_ROWS",
     "SCHEMA_VERSION",
     "AppendResult",
+    "CandidatePage",
+    "CandidateRow",
     "NewEvent",
     "OperationConflict",
     "OperationRecord",

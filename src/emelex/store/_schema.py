@@ -3,7 +3,9 @@
 Schema 1 (before the event log) kept one ``messages`` table per session. Schema 2 keeps an
 append-only ``events`` log per session; history ``rows`` are derived from events and
 addressed by position; ``operations`` keeps the receipt of every caller-named mutation.
-Opening an older store migrates it in one transaction; a newer one is refused.
+Schema 3 adds ``search_blocks``, each session's case-folded searchable text in blocks
+(see ``_search``). Opening an older store migrates it in one transaction; a newer one is
+refused.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from emelex.model import Message, from_json, to_json
 from emelex.store._errors import StoreCorrupt, StoreError
 from emelex.store._log import ToolNames, turn_events
 from emelex.store._permissions import create_private_file, warn_if_looser
+from emelex.store._search import SEARCH_BLOCKS_TABLE, append_to_blocks, arguments_of, searchable
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -90,6 +93,7 @@ def _create_tables(db: sqlite3.Connection) -> None:
     for statement in _TABLES.split(";"):
         if statement.strip():
             db.execute(statement)
+    db.execute(SEARCH_BLOCKS_TABLE)
 
 
 def _schema_version(db: sqlite3.Connection, path: str) -> int | None:
@@ -152,6 +156,31 @@ def _migrate_1_to_2(db: sqlite3.Connection, path: str) -> None:
     db.execute("DROP TABLE messages")
 
 
+def _migrate_2_to_3(db: sqlite3.Connection, path: str) -> None:
+    """Build every session's search blocks from its stored rows."""
+    db.execute(SEARCH_BLOCKS_TABLE)
+    sessions = [r[0] for r in db.execute("SELECT id FROM sessions ORDER BY id").fetchall()]
+    for session_id in sessions:
+        cursor = db.execute(
+            "SELECT source_sequence, item_index, body, thinking, tool_calls FROM rows"
+            " WHERE session_id=? AND internal=0 ORDER BY source_sequence, item_index",
+            (session_id,),
+        )
+        while batch := cursor.fetchmany(1000):
+            entries = []
+            for sequence, index, body, thinking, calls in batch:
+                field = f"rows[{sequence},{index}]"
+                try:
+                    entry = searchable(body, thinking, arguments_of(calls))
+                except (ValueError, TypeError, IndexError, AttributeError, RecursionError) as exc:
+                    message = f"row does not decode ({exc})"
+                    raise StoreCorrupt(
+                        message, path=path, session_id=session_id, field=field
+                    ) from exc
+                entries.append((sequence, index, entry))
+            append_to_blocks(db, session_id, entries)
+
+
 def insert_row(
     db: sqlite3.Connection,
     session_id: str,
@@ -162,8 +191,11 @@ def insert_row(
     names: ToolNames,
     *,
     internal: bool = False,
-) -> None:
+) -> tuple[list[int], str] | None:
+    """Insert one row; returns its search-block entry (None for an internal row, which
+    search never shows)."""
     fields = names.row_fields(message, internal=internal)
+    calls = calls_json(message)
     db.execute(
         INSERT_ROW,
         (
@@ -177,7 +209,7 @@ def insert_row(
             fields.tool_call_id,
             fields.body,
             fields.thinking,
-            calls_json(message),
+            calls,
             to_json(message),
         ),
     )
@@ -187,6 +219,9 @@ def insert_row(
             "INSERT OR IGNORE INTO calls (session_id, call_id, tool_name) VALUES (?, ?, ?)",
             [(session_id, call.id, call.name) for call in message.tool_calls],
         )
+    if fields.internal:
+        return None
+    return searchable(fields.body, fields.thinking, arguments_of(calls))
 
 
 def calls_json(message: Message) -> str | None:
@@ -198,7 +233,10 @@ def calls_json(message: Message) -> str | None:
 
 
 #: ``MIGRATIONS[n]`` turns schema ``n`` into schema ``n + 1`` (inside one transaction).
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection, str], None]] = {1: _migrate_1_to_2}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection, str], None]] = {
+    1: _migrate_1_to_2,
+    2: _migrate_2_to_3,
+}
 
 
 def prepare(db: sqlite3.Connection, path: str) -> None:
