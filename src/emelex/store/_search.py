@@ -42,9 +42,9 @@ from emelex.store._log import Position
 #: A block is closed once it holds this many bytes (a longer row gets a block alone).
 BLOCK_BYTES: Final = 32 * 1024
 #: Text scanned per search page, at most (whole blocks).
-SCAN_BYTES_PER_PAGE: Final = 32 * 1024 * 1024
+SCAN_BYTES_PER_PAGE: Final = 8 * 1024 * 1024
 #: Candidate rows a search page hands to the exact matcher, at most.
-CANDIDATES_PER_PAGE: Final = 2000
+CANDIDATES_PER_PAGE: Final = 1000
 
 SEARCH_BLOCKS_TABLE: Final = """
 CREATE TABLE IF NOT EXISTS search_blocks (

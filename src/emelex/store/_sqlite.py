@@ -604,7 +604,7 @@ class SqliteStore:
         (case-sensitively, or by simple case folding) is among them, internal rows never
         are (see ``_search``).
 
-        Bounded per page (about 32 MiB of text scanned, at most 2,000 rows returned);
+        Bounded per page (about 8 MiB of text scanned, at most 1,000 rows returned);
         ``next_after`` is the last row scanned while rows remain, so a page may return
         no row at all. Runs on a reader thread.
         """
