@@ -9,7 +9,11 @@
 - search: ``Host.search`` paging through 100 MiB of history against ``rg -j1 -F`` over the
   same text exported to files (goal ≤ 3x time).
 
-    .venv/bin/python benchmarks/service.py [--quick]
+    .venv/bin/python benchmarks/service.py [--quick] [--rows N] [--mib N]
+
+The full sizes (the default: 1,000,000 history rows, 100 MiB searched) take several
+minutes to build; ``--quick`` uses 100,000 rows and 10 MiB, and ``--rows``/``--mib`` set
+either size explicitly.
 """
 
 from __future__ import annotations
@@ -292,9 +296,9 @@ async def search(root: Path, session_id: str, texts: list[str], mib: int) -> lis
     ]
 
 
-async def measure(quick: bool) -> list[Row]:
-    rows = 100_000 if quick else 1_000_000
-    mib = 10 if quick else 100
+async def measure(quick: bool, rows: int | None = None, mib: int | None = None) -> list[Row]:
+    rows = rows or (100_000 if quick else 1_000_000)
+    mib = mib or (10 if quick else 100)
     out: list[Row] = []
     with tempfile.TemporaryDirectory() as temp:
         base = Path(temp)
@@ -311,15 +315,17 @@ async def measure(quick: bool) -> list[Row]:
     return out
 
 
-def rows(quick: bool) -> list[Row]:
-    return trio.run(measure, quick)
+def rows(quick: bool, history_rows: int | None = None, mib: int | None = None) -> list[Row]:
+    return trio.run(measure, quick, history_rows, mib)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="100,000 rows, 10 MiB")
+    parser.add_argument("--rows", type=int, help="history rows stored (default 1,000,000)")
+    parser.add_argument("--mib", type=int, help="MiB of history searched (default 100)")
     args = parser.parse_args()
-    for row in rows(args.quick):
+    for row in rows(args.quick, args.rows, args.mib):
         print(row)
 
 

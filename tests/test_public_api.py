@@ -701,6 +701,8 @@ EXPECTED: dict[str, set[str]] = {
         "AppendResult",
         "Lease",
         "LeaseLost",
+        "CandidatePage",
+        "CandidateRow",
         "MAX_PAGE_ROWS",
         "MODEL_COMPLETION",
         "NewEvent",

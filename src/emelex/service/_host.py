@@ -80,7 +80,6 @@ from emelex.contracts import (
     WorkerReceipt,
     WorkHubSnapshot,
     WorkspacePath,
-    find_matches,
     from_wire,
     to_wire,
     trusted,
@@ -133,7 +132,8 @@ from emelex.service._files_host import session_authority
 from emelex.service._interactions import HostApprovals
 from emelex.service._queue import Work, WorkQueue
 from emelex.service._read_file import read_stream
-from emelex.service._rows import history_row, store_position, wire_position, wire_row
+from emelex.service._rows import history_row, page_row, store_position, wire_position, wire_row
+from emelex.service._searching import match_rows
 from emelex.service._state import (
     SESSION_NAMESPACE,
     PendingInteraction,
@@ -161,8 +161,6 @@ from emelex.store import OperationConflict as StoreOperationConflict
 DEFAULT_QUEUE_CAPACITY: Final = 64
 #: How long the automatic title call of a session may take.
 TITLE_SECONDS: Final = 60.0
-#: Rows a search scans per page (a page may carry no hit and still advance).
-SEARCH_ROWS_PER_PAGE: Final = 200
 
 
 class Host:
@@ -601,17 +599,20 @@ class Host:
         self._state(session_id)
         if not 1 <= limit <= MAX_PAGE_SIZE:
             raise ServiceError(f"limit must be between 1 and {MAX_PAGE_SIZE}")
-        page = await self._store.history_page(
+        fence, rows, more = await self._store.history_page_as(
             session_id,
+            page_row,
             through=through,
             after=None if after is None else store_position(after),
             limit=limit,
         )
-        return HistoryPage(
-            session_id=session_id,  # type: ignore[arg-type]
-            through=page.through,
-            rows=tuple(wire_row(r) for r in page.rows),
-            next_after=None if page.next_after is None else wire_position(page.next_after),
+        # Built from the store's checked rows: no construction checks (see _rows).
+        return trusted(
+            HistoryPage,
+            session_id=session_id,
+            through=fence,
+            rows=tuple(rows),
+            next_after=rows[-1].position if more else None,
         )
 
     async def read_row(
@@ -637,33 +638,30 @@ class Host:
         self._state(session_id)
         if not query or len(query) > MAX_QUERY_CHARS:
             raise ServiceError(f"a search query holds 1 to {MAX_QUERY_CHARS} characters")
-        page = await self._store.history_page(
+        # The store narrows the rows to those that may hold the query (a block scan);
+        # the matcher decides, with the exact semantics, on a worker thread.
+        page = await self._store.search_candidates(
             session_id,
+            query,
+            case_sensitive=case_sensitive,
             through=through,
             after=None if after is None else store_position(after),
-            limit=SEARCH_ROWS_PER_PAGE,
         )
         hits: list[SearchHit] = []
-        for row in page.rows:
-            position = wire_position(row.position)
-            fields = [("body", row.fields.body), ("thinking", row.fields.thinking or "")]
-            fields += [
-                ("toolArguments", json.dumps(call.arguments, ensure_ascii=False))
-                for call in row.tool_calls
-            ]
-            for name, value in fields:
-                for start, end in find_matches(
-                    value, query, case_sensitive=case_sensitive, whole_word=whole_word
-                ):
-                    hits.append(
-                        SearchHit(position=position, field=name, start=start, end=end)  # type: ignore[arg-type]
-                    )
-            await trio.lowlevel.checkpoint()
-        return SearchPage(
-            through=page.through,
-            hits=tuple(hits),
-            next_after=None if page.next_after is None else wire_position(page.next_after),
-        )
+        cut = None
+        if page.rows:
+            hits, cut = await trio.to_thread.run_sync(
+                functools.partial(
+                    match_rows,
+                    page.rows,
+                    query,
+                    case_sensitive=case_sensitive,
+                    whole_word=whole_word,
+                )
+            )
+        if cut is None and page.next_after is not None:
+            cut = wire_position(page.next_after)
+        return trusted(SearchPage, through=page.through, hits=tuple(hits), next_after=cut)
 
     @asynccontextmanager
     async def watch(

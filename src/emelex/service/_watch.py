@@ -47,7 +47,9 @@ class Subscriber:
         #: Rows at or before this position were delivered (or are skipped as duplicates).
         self.delivered = after
         self._buffer: deque[WatchUpdate] = deque()
-        self._wake = trio.Event()
+        # The watcher's task while it waits: one commit wakes every watcher, so the
+        # Host reschedules it directly (no Event and parking lot per wake).
+        self._waiting: trio.lowlevel.Task | None = None
         self._end: WatchEndReason | None = None
         self._end_sent = False
 
@@ -68,13 +70,29 @@ class Subscriber:
             self.end("lagged")
             return
         self._buffer.append(update)
-        self._wake.set()
+        self._wake()
 
     def end(self, reason: WatchEndReason) -> None:
         if self._end is None:
             self._end = reason
             self._buffer.clear()
-            self._wake.set()
+            self._wake()
+
+    def _wake(self) -> None:
+        task, self._waiting = self._waiting, None
+        if task is not None:
+            trio.lowlevel.reschedule(task)
+
+    async def _wait(self) -> None:
+        if self._waiting is not None:
+            raise trio.BusyResourceError("another task is already receiving from this watch")
+        self._waiting = trio.lowlevel.current_task()
+
+        def abort(_: object) -> trio.lowlevel.Abort:
+            self._waiting = None
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
 
     def fresh_rows(self, update: RowsPublished) -> RowsPublished | None:
         """``update`` without the rows already delivered (catch-up and live pushes
@@ -108,5 +126,4 @@ class Subscriber:
                 self._end_sent = True
                 await trio.lowlevel.checkpoint()
                 return WatchEnded(reason=self._end, resume_after=self.delivered)
-            self._wake = trio.Event()
-            await self._wake.wait()
+            await self._wait()

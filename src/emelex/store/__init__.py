@@ -31,6 +31,7 @@ from emelex.store._log import (
 from emelex.store._permissions import directory_looser_than_private, make_private_directory
 from emelex.store._protocol import Store
 from emelex.store._schema import SCHEMA_VERSION
+from emelex.store._search import CandidatePage, CandidateRow
 from emelex.store._sqlite import (
     MAX_PAGE_ROWS,
     SessionSummary,
@@ -51,6 +52,8 @@ __all__ = [
     "AppendResult",
     "Lease",
     "LeaseLost",
+    "CandidatePage",
+    "CandidateRow",
     "NewEvent",
     "OperationConflict",
     "OperationRecord",

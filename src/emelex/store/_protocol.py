@@ -7,8 +7,8 @@ against both.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
 from emelex.model import Message
 from emelex.store._log import (
@@ -21,7 +21,10 @@ from emelex.store._log import (
     StoredEvent,
     StoredRow,
 )
+from emelex.store._search import CandidatePage
 from emelex.store._sqlite import SessionSummary, StoredSession
+
+R = TypeVar("R")
 
 
 class Store(Protocol):
@@ -75,6 +78,27 @@ class Store(Protocol):
     async def read_patch(
         self, session_id: str, patch_id: str, offset: int, limit: int
     ) -> tuple[str, int, bytes] | None: ...
+
+    async def history_page_as(
+        self,
+        session_id: str,
+        build: Callable[..., R],
+        *,
+        through: int | None = None,
+        after: Position | None = None,
+        limit: int = 100,
+        include_internal: bool = False,
+    ) -> tuple[int, list[R], bool]: ...
+
+    async def search_candidates(
+        self,
+        session_id: str,
+        query: str,
+        *,
+        case_sensitive: bool,
+        through: int | None = None,
+        after: Position | None = None,
+    ) -> CandidatePage: ...
 
     async def last_sequence(self, session_id: str) -> int: ...
 

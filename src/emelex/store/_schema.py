@@ -4,8 +4,9 @@ Schema 1 (before the event log) kept one ``messages`` table per session. Schema 
 append-only ``events`` log per session; history ``rows`` are derived from events and
 addressed by position; ``operations`` keeps the receipt of every caller-named mutation.
 Schema 3 adds ``patches``: immutable completed-work patches captured from a session's
-workspace (the patch bytes and their description).
-Opening an older store migrates it in one transaction; a newer one is refused.
+workspace (the patch bytes and their description). Schema 4 adds ``search_blocks``, each
+session's case-folded searchable text in blocks (see ``_search``). Opening an older store
+migrates it in one transaction; a newer one is refused.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from emelex.model import Message, from_json, to_json
 from emelex.store._errors import StoreCorrupt, StoreError
 from emelex.store._log import ToolNames, turn_events
 from emelex.store._permissions import create_private_file, warn_if_looser
+from emelex.store._search import SEARCH_BLOCKS_TABLE, append_to_blocks, arguments_of, searchable
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -104,6 +106,7 @@ def _create_tables(db: sqlite3.Connection) -> None:
         if statement.strip():
             db.execute(statement)
     db.execute(_PATCH_TABLE)
+    db.execute(SEARCH_BLOCKS_TABLE)
 
 
 def _migrate_2_to_3(db: sqlite3.Connection, path: str) -> None:
@@ -171,6 +174,31 @@ def _migrate_1_to_2(db: sqlite3.Connection, path: str) -> None:
     db.execute("DROP TABLE messages")
 
 
+def _migrate_3_to_4(db: sqlite3.Connection, path: str) -> None:
+    """Build every session's search blocks from its stored rows."""
+    db.execute(SEARCH_BLOCKS_TABLE)
+    sessions = [r[0] for r in db.execute("SELECT id FROM sessions ORDER BY id").fetchall()]
+    for session_id in sessions:
+        cursor = db.execute(
+            "SELECT source_sequence, item_index, body, thinking, tool_calls FROM rows"
+            " WHERE session_id=? AND internal=0 ORDER BY source_sequence, item_index",
+            (session_id,),
+        )
+        while batch := cursor.fetchmany(1000):
+            entries = []
+            for sequence, index, body, thinking, calls in batch:
+                field = f"rows[{sequence},{index}]"
+                try:
+                    entry = searchable(body, thinking, arguments_of(calls))
+                except (ValueError, TypeError, IndexError, AttributeError, RecursionError) as exc:
+                    message = f"row does not decode ({exc})"
+                    raise StoreCorrupt(
+                        message, path=path, session_id=session_id, field=field
+                    ) from exc
+                entries.append((sequence, index, entry))
+            append_to_blocks(db, session_id, entries)
+
+
 def insert_row(
     db: sqlite3.Connection,
     session_id: str,
@@ -181,8 +209,11 @@ def insert_row(
     names: ToolNames,
     *,
     internal: bool = False,
-) -> None:
+) -> tuple[list[int], str] | None:
+    """Insert one row; returns its search-block entry (None for an internal row, which
+    search never shows)."""
     fields = names.row_fields(message, internal=internal)
+    calls = calls_json(message)
     db.execute(
         INSERT_ROW,
         (
@@ -196,7 +227,7 @@ def insert_row(
             fields.tool_call_id,
             fields.body,
             fields.thinking,
-            calls_json(message),
+            calls,
             to_json(message),
         ),
     )
@@ -206,6 +237,9 @@ def insert_row(
             "INSERT OR IGNORE INTO calls (session_id, call_id, tool_name) VALUES (?, ?, ?)",
             [(session_id, call.id, call.name) for call in message.tool_calls],
         )
+    if fields.internal:
+        return None
+    return searchable(fields.body, fields.thinking, arguments_of(calls))
 
 
 def calls_json(message: Message) -> str | None:
@@ -220,6 +254,7 @@ def calls_json(message: Message) -> str | None:
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection, str], None]] = {
     1: _migrate_1_to_2,
     2: _migrate_2_to_3,
+    3: _migrate_3_to_4,
 }
 
 

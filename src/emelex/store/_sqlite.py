@@ -15,12 +15,14 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import Any, Final, TypeVar
 
 import attrs
+import trio
 
+from emelex._builders import positional_builder
 from emelex._errors import SerializationError
 from emelex._text import clip
 from emelex.model import Message, from_json, to_json
@@ -32,6 +34,7 @@ from emelex.store._errors import (
     StoreCorrupt,
     StoreError,
 )
+from emelex.store._inline import INLINE_ROWS, InlineReader, _InlineBusy
 from emelex.store._log import (
     TURN_SETTLED,
     AppendResult,
@@ -48,6 +51,10 @@ from emelex.store._log import (
     turn_events,
 )
 from emelex.store._schema import INSERT_EVENT, connect, insert_row
+from emelex.store._search import CandidatePage, _BadBlock, append_to_blocks, scan_blocks
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 TITLE_CHARACTERS = 200
 #: The most rows (or events) one read returns.
@@ -153,6 +160,28 @@ def _calls(value: object, path: str, session_id: str, field: str) -> tuple[Store
         ) from exc
 
 
+_position = positional_builder(Position)
+_row_fields = positional_builder(RowFields)
+_stored_row = positional_builder(StoredRow)
+
+
+def _raise_bad_row(path: str, session_id: str, r: Any) -> None:
+    """Name the first column of a ``_SELECT_PAGE`` row whose type is wrong."""
+    field = f"rows[{r[0]},{r[1]}]"
+    _count(r[0], path, session_id, field)
+    _count(r[1], path, session_id, field)
+    for index, name in ((2, "turn_id"), (3, "role"), (4, "body")):
+        _text(r[index], path, session_id, f"{field}.{name}")
+    for index, name in ((5, "thinking"), (6, "tool_calls"), (7, "tool_call_id"), (8, "tool_name")):
+        if r[index] is not None:
+            _text(r[index], path, session_id, f"{field}.{name}")
+    raise StoreCorrupt("a value of unexpected type", path=path, session_id=session_id, field=field)
+
+
+def _row_field(r: Any) -> str:
+    return f"rows[{r[0]},{r[1]}].tool_calls"
+
+
 def _title(messages: Sequence[Message]) -> str:
     for message in messages:
         if message.role == "user":
@@ -206,6 +235,7 @@ class SqliteStore:
         self._readers = tuple(readers) or (worker,)
         self._next_reader = 0
         self.path = path
+        self._inline = InlineReader(path)
 
     async def _run(self, fn: Any, session_id: str | None = None) -> Any:
         try:
@@ -220,6 +250,34 @@ class SqliteStore:
             return await reader.run(fn)
         except sqlite3.Error as exc:
             raise _map_sqlite(exc, self.path, session_id) from exc
+
+    async def _read_snapshot(
+        self, fn: Callable[[sqlite3.Connection], T], session_id: str, *, small: bool
+    ) -> T:
+        """``fn(connection)`` in one read transaction: on the calling thread when the
+        read is ``small`` (bounded by the caller) and the database lets it read without
+        waiting, else on a reader thread."""
+        if small:
+            try:
+                result = self._inline.read(fn)
+            except _InlineBusy:
+                pass
+            except sqlite3.Error as exc:
+                raise _map_sqlite(exc, self.path, session_id) from exc
+            else:
+                await trio.lowlevel.checkpoint()
+                return result
+
+        def job(job: WorkerJob[sqlite3.Connection, T]) -> T:
+            db = job.resource
+            db.execute("BEGIN")
+            try:
+                return fn(db)
+            finally:
+                db.execute("COMMIT")
+
+        result_: T = await self._read(job, session_id)
+        return result_
 
     # -- sessions ---------------------------------------------------------------------------
     async def create_session(
@@ -348,13 +406,19 @@ class SqliteStore:
         now = time.time()
         names = self._tool_names(db, session_id, encoded)
         sequences = []
+        searchable: list[tuple[int, int, tuple[list[int], str]]] = []
         for offset, (event, payload) in enumerate(encoded, start=1):
             sequence = last + offset
             sequences.append(sequence)
             values = (session_id, sequence, event.kind, event.turn_id, now, payload)
             db.execute(INSERT_EVENT, values)
             for index, message in enumerate(event.rows):
-                insert_row(db, session_id, sequence, index, event.turn_id or "", message, names)
+                entry = insert_row(
+                    db, session_id, sequence, index, event.turn_id or "", message, names
+                )
+                if entry is not None:
+                    searchable.append((sequence, index, entry))
+        append_to_blocks(db, session_id, searchable)
         db.execute(
             "UPDATE sessions SET updated_at=?, turns=turns+?, last_sequence=?,"
             " title=CASE WHEN title='' THEN ? ELSE title END WHERE id=?",
@@ -514,34 +578,142 @@ class SqliteStore:
             raise ValueError(f"limit must be between 1 and {MAX_PAGE_ROWS}")
         start = after if after is not None else Position(0, -1)
 
-        def page(job: WorkerJob[sqlite3.Connection, Any]) -> Any:
-            db = job.resource
-            db.execute("BEGIN")  # one snapshot for the fence and the rows
-            try:
-                row = db.execute(
-                    "SELECT last_sequence FROM sessions WHERE id=?", (session_id,)
-                ).fetchone()
-                if row is None:
-                    raise SessionNotFound(f"no stored session {session_id}")
-                fence = row[0] if through is None else through
-                rows = db.execute(
-                    _SELECT_ROWS + " WHERE session_id=? AND source_sequence<=?"
-                    " AND (source_sequence, item_index) > (?, ?)"
-                    + ("" if include_internal else " AND internal=0")
-                    + " ORDER BY source_sequence, item_index LIMIT ?",
-                    (session_id, fence, start.source_sequence, start.item_index, limit + 1),
-                ).fetchall()
-            finally:
-                db.execute("COMMIT")
+        def page(db: sqlite3.Connection) -> Any:
+            # The caller holds one read transaction: one snapshot for the fence and rows.
+            row = db.execute(
+                "SELECT last_sequence FROM sessions WHERE id=?", (session_id,)
+            ).fetchone()
+            if row is None:
+                raise SessionNotFound(f"no stored session {session_id}")
+            fence = row[0] if through is None else through
+            rows = db.execute(
+                _SELECT_ROWS + " WHERE session_id=? AND source_sequence<=?"
+                " AND (source_sequence, item_index) > (?, ?)"
+                + ("" if include_internal else " AND internal=0")
+                + " ORDER BY source_sequence, item_index LIMIT ?",
+                (session_id, fence, start.source_sequence, start.item_index, limit + 1),
+            ).fetchall()
             return fence, rows
 
-        fence, rows = await self._read(page, session_id)
+        fence, rows = await self._read_snapshot(page, session_id, small=limit <= INLINE_ROWS)
         fence = _count(fence, self.path, session_id, "sessions.last_sequence")
         decoded = tuple(self._row(session_id, r) for r in rows[:limit])
         more = len(rows) > limit
         return RowPage(
             through=fence, rows=decoded, next_after=decoded[-1].position if more else None
         )
+
+    async def history_page_as(
+        self,
+        session_id: str,
+        build: Callable[..., R],
+        *,
+        through: int | None = None,
+        after: Position | None = None,
+        limit: int = 100,
+        include_internal: bool = False,
+    ) -> tuple[int, list[R], bool]:
+        """As :meth:`history_page`, built by the caller: ``(fence, rows, more)`` where
+        each row is ``build(source_sequence, item_index, turn_id, role, body, thinking,
+        tool_calls, tool_call_id, tool_name, internal)`` of checked values, and ``more``
+        says that rows remain after the last one. The message itself is not read.
+
+        The Host's history pages come here: building its wire rows straight from the
+        checked values keeps a page within a small factor of the bare query.
+        """
+        if limit < 1 or limit > MAX_PAGE_ROWS:
+            raise ValueError(f"limit must be between 1 and {MAX_PAGE_ROWS}")
+        start = after if after is not None else Position(0, -1)
+
+        def page(db: sqlite3.Connection) -> Any:
+            row = db.execute(
+                "SELECT last_sequence FROM sessions WHERE id=?", (session_id,)
+            ).fetchone()
+            if row is None:
+                raise SessionNotFound(f"no stored session {session_id}")
+            fence = row[0] if through is None else through
+            rows = db.execute(
+                _SELECT_PAGE + " WHERE session_id=? AND source_sequence<=?"
+                " AND (source_sequence, item_index) > (?, ?)"
+                + ("" if include_internal else " AND internal=0")
+                + " ORDER BY source_sequence, item_index LIMIT ?",
+                (session_id, fence, start.source_sequence, start.item_index, limit + 1),
+            ).fetchall()
+            return fence, rows
+
+        fence, rows = await self._read_snapshot(page, session_id, small=limit <= INLINE_ROWS)
+        fence = _count(fence, self.path, session_id, "sessions.last_sequence")
+        path = self.path
+        built = []
+        for r in rows[:limit]:
+            sequence, index, turn_id, role, body, thinking, calls, call_id, tool_name, internal = r
+            # SQLite columns take any type: one expression checks the usual shape, and
+            # only a row that fails it is looked at field by field.
+            if not (
+                int is type(sequence) is type(index)
+                and str is type(turn_id) is type(role) is type(body)
+                and type(thinking) in _TEXT_OR_NULL
+                and type(calls) in _TEXT_OR_NULL
+                and type(call_id) in _TEXT_OR_NULL
+                and type(tool_name) in _TEXT_OR_NULL
+                and sequence >= 0
+                and index >= 0
+            ):
+                _raise_bad_row(path, session_id, r)
+            built.append(
+                build(
+                    sequence,
+                    index,
+                    turn_id,
+                    role,
+                    body,
+                    thinking,
+                    () if calls is None else _calls(calls, path, session_id, _row_field(r)),
+                    call_id,
+                    tool_name,
+                    internal != 0,
+                )
+            )
+        return fence, built, len(rows) > limit
+
+    async def search_candidates(
+        self,
+        session_id: str,
+        query: str,
+        *,
+        case_sensitive: bool,
+        through: int | None = None,
+        after: Position | None = None,
+    ) -> CandidatePage:
+        """Rows after ``after`` under the fence that may contain ``query``, with their
+        searchable fields, for the exact matcher to check: every row that can match
+        (case-sensitively, or by simple case folding) is among them, internal rows never
+        are (see ``_search``).
+
+        Bounded per page (about 8 MiB of text scanned, at most 1,000 rows returned);
+        ``next_after`` is the last row scanned while rows remain, so a page may return
+        no row at all. Runs on a reader thread.
+        """
+        start = after if after is not None else Position(0, -1)
+
+        def scan(db: sqlite3.Connection) -> CandidatePage:
+            row = db.execute(
+                "SELECT last_sequence FROM sessions WHERE id=?", (session_id,)
+            ).fetchone()
+            if row is None:
+                raise SessionNotFound(f"no stored session {session_id}")
+            newest = row[0] if through is None else through
+            fence = _count(newest, self.path, session_id, "sessions.last_sequence")
+            try:
+                return scan_blocks(
+                    db, session_id, query, case_sensitive=case_sensitive, through=fence, after=start
+                )
+            except _BadBlock as exc:
+                raise StoreCorrupt(
+                    str(exc), path=self.path, session_id=session_id, field="search_blocks"
+                ) from exc
+
+        return await self._read_snapshot(scan, session_id, small=False)
 
     async def read_row(
         self, session_id: str, position: Position, *, through: int | None = None
@@ -593,7 +765,31 @@ class SqliteStore:
         return tuple(events)
 
     def _row(self, session_id: str, r: Any) -> StoredRow:
-        return decode_row(self.path, session_id, r)
+        # Pages decode up to a thousand rows: check the usual shape in one expression,
+        # and only a row that fails it goes through the checks that name the bad field.
+        (sequence, index, turn_id, role, internal, tool_name, call_id, body, thinking) = r[:9]
+        if not (
+            type(sequence) is int
+            and type(index) is int
+            and sequence >= 0
+            and index >= 0
+            and type(turn_id) is str
+            and type(role) is str
+            and type(body) is str
+            and type(r[10]) is str
+            and (tool_name is None or type(tool_name) is str)
+            and (call_id is None or type(call_id) is str)
+            and (thinking is None or type(thinking) is str)
+        ):
+            return decode_row(self.path, session_id, r)
+        calls = r[9]
+        return _stored_row(
+            _position(sequence, index),
+            turn_id,
+            _row_fields(role, body, thinking, tool_name, call_id, internal != 0),
+            () if calls is None else _calls(calls, self.path, session_id, _row_field(r)),
+            r[10],
+        )
 
     async def load_config(self, session_id: str) -> dict[str, Any]:
         """The configuration object the session was created with."""
@@ -697,6 +893,13 @@ class SqliteStore:
         }
 
 
+#: The page columns, in the order of ``history_page_as``'s builder.
+_SELECT_PAGE = (
+    "SELECT source_sequence, item_index, turn_id, role, body, thinking, tool_calls,"
+    " tool_call_id, tool_name, internal FROM rows"
+)
+_TEXT_OR_NULL: Final = frozenset({str, type(None)})
+
 _SELECT_ROWS = (
     "SELECT source_sequence, item_index, turn_id, role, internal, tool_name, tool_call_id,"
     " body, thinking, tool_calls, message FROM rows"
@@ -739,7 +942,11 @@ async def open_sqlite_store(path: str, *, readers: int = 2) -> AsyncIterator[Sql
             )
             for n in range(readers)
         ]
-        yield SqliteStore(writer, path, pool)
+        store = SqliteStore(writer, path, pool)
+        try:
+            yield store
+        finally:
+            store._inline.close()
 
 
 def _close(db: sqlite3.Connection) -> None:

@@ -1,7 +1,7 @@
 """The PostgreSQL store's tables, its ``schema_version`` table and forward migrations.
 
-The tables mirror the SQLite store's schema 3 (sessions, events, rows, calls, operations,
-patches) and add what several Hosts on one database need: ``leases`` (which Host runs a session's
+The tables mirror the SQLite store's schema 4 (sessions, events, rows, calls, operations,
+patches; its search blocks have no counterpart here) and add what several Hosts on one database need: ``leases`` (which Host runs a session's
 work, with a fencing token). A new database is created at :data:`SCHEMA_VERSION`; an
 older one is migrated forward in one transaction; a newer one is refused. Hosts starting
 together serialize the check on a transaction-scoped advisory lock.
@@ -95,8 +95,14 @@ def _add_patches(db: psycopg.Connection[tuple[object, ...]], where: str) -> None
     db.execute(_PATCHES)
 
 
+def _search_blocks(db: psycopg.Connection[tuple[object, ...]], where: str) -> None:
+    """Schema 3 -> 4: the SQLite store's search blocks. This store narrows searches
+    without them (see ``search_candidates``), so nothing changes here."""
+
+
 MIGRATIONS: dict[int, Callable[[psycopg.Connection[tuple[object, ...]], str], None]] = {
     2: _add_patches,
+    3: _search_blocks,
 }
 
 

@@ -56,6 +56,13 @@ from emelex.store._log import (
     turn_events,
 )
 from emelex.store._schema import calls_json
+from emelex.store._search import (
+    BODY,
+    THINKING,
+    TOOL_ARGUMENTS,
+    CandidatePage,
+    CandidateRow,
+)
 from emelex.store._sqlite import (
     MAX_PAGE_ROWS,
     SessionSummary,
@@ -79,6 +86,7 @@ _LISTEN_POLL_SECONDS: Final = 0.2
 
 _Db = psycopg.Connection[tuple[Any, ...]]
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 def redact_dsn(dsn: str) -> str:
@@ -121,6 +129,10 @@ class _Connection:
     def close(self) -> None:
         if self._db is not None:
             self._db.close()
+
+
+#: Rows one search page hands to the matcher (every row is a candidate here).
+SEARCH_PAGE_ROWS: Final = 500
 
 
 class PostgresStore:
@@ -531,6 +543,64 @@ class PostgresStore:
         return RowPage(
             through=int(fence), rows=decoded, next_after=decoded[-1].position if more else None
         )
+
+    async def history_page_as(
+        self,
+        session_id: str,
+        build: Callable[..., R],
+        *,
+        through: int | None = None,
+        after: Position | None = None,
+        limit: int = 100,
+        include_internal: bool = False,
+    ) -> tuple[int, list[R], bool]:
+        """As :meth:`history_page`, each row built by the caller from its checked values
+        (the same contract as the SQLite store's ``history_page_as``)."""
+        page = await self.history_page(
+            session_id, through=through, after=after, limit=limit, include_internal=include_internal
+        )
+        built = [
+            build(
+                r.position.source_sequence,
+                r.position.item_index,
+                r.turn_id,
+                r.fields.role,
+                r.fields.body,
+                r.fields.thinking,
+                r.tool_calls,
+                r.fields.tool_call_id,
+                r.fields.tool_name,
+                r.fields.internal,
+            )
+            for r in page.rows
+        ]
+        return page.through, built, page.next_after is not None
+
+    async def search_candidates(
+        self,
+        session_id: str,
+        query: str,
+        *,
+        case_sensitive: bool,
+        through: int | None = None,
+        after: Position | None = None,
+    ) -> CandidatePage:
+        """Rows after ``after`` under the fence that may contain ``query``: on PostgreSQL
+        every visible row of the page is a candidate (its ``lower()`` is not Unicode
+        simple case folding, so a SQL filter could drop a real match); the Host's exact
+        matcher decides. At most ``SEARCH_PAGE_ROWS`` rows per page."""
+        page = await self.history_page(
+            session_id, through=through, after=after, limit=SEARCH_PAGE_ROWS
+        )
+        rows = []
+        for r in page.rows:
+            fields = [(BODY, r.fields.body), (THINKING, r.fields.thinking or "")]
+            fields += [
+                (TOOL_ARGUMENTS, json.dumps(call.arguments, ensure_ascii=False))
+                for call in r.tool_calls
+            ]
+            rows.append(CandidateRow(position=r.position, fields=tuple(fields)))
+        return CandidatePage(through=page.through, rows=tuple(rows), next_after=page.next_after)
 
     async def read_row(
         self, session_id: str, position: Position, *, through: int | None = None

@@ -1,0 +1,340 @@
+"""Search blocks: a session's searchable text in blocks of about 32 KiB.
+
+Search answers with the service's exact matcher (``emelex.contracts.find_matches``), run
+by the Host. Running it on every row of a long history costs a Python call per field per
+row, and reading every row costs a statement each; a scan over blocks finds the few rows
+that can match and hands their fields over without reading the rows again.
+
+Each non-internal row contributes its searchable fields (body, thinking, the JSON of each
+tool call's arguments, exactly as the Host matches them), back to back, UTF-8 encoded.
+Beside the text a block keeps two arrays of little-endian 64-bit integers, read back at
+C speed: ``rows`` holds four per row (source sequence, item index, the byte offset where
+the row ends, the number of fields through this row) and ``fields`` the length of each
+field in code points. Rows go to the session's newest block until it holds
+:data:`BLOCK_BYTES`.
+
+The scan is a sound prefilter for every matcher option. Case-sensitive: a literal that
+occurs in a field occurs in the block's bytes (UTF-8 keeps substrings), and a block
+without it is skipped after one ``bytes.find`` (C, memchr-driven: about the speed at which
+ripgrep reads a file). Case-insensitive: simple case folding maps each code point to
+one code point, so a match of the folded query in the folded field is a match in the
+folded block, at the same code point offset. A block match that straddles two fields or
+rows is merely a false candidate that the exact matcher rejects; a row is left out only
+when it cannot match.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from array import array
+from bisect import bisect_right
+from collections.abc import Iterable, Sequence
+from itertools import accumulate
+from typing import Any, Final
+
+import attrs
+
+from emelex.contracts import simple_casefold
+from emelex.store._log import Position
+
+#: A block is closed once it holds this many bytes (a longer row gets a block alone).
+BLOCK_BYTES: Final = 32 * 1024
+#: Text scanned per search page, at most (whole blocks).
+SCAN_BYTES_PER_PAGE: Final = 8 * 1024 * 1024
+#: Candidate rows a search page hands to the exact matcher, at most.
+CANDIDATES_PER_PAGE: Final = 1000
+
+SEARCH_BLOCKS_TABLE: Final = """
+CREATE TABLE IF NOT EXISTS search_blocks (
+    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    first_sequence INTEGER NOT NULL,
+    first_index INTEGER NOT NULL,
+    last_sequence INTEGER NOT NULL,
+    last_index INTEGER NOT NULL,
+    rows BLOB NOT NULL,
+    fields BLOB NOT NULL,
+    text BLOB NOT NULL,
+    PRIMARY KEY (session_id, first_sequence, first_index)
+) WITHOUT ROWID
+"""
+
+#: Field names of a row's searchable fields: body, thinking, then one per tool call.
+BODY: Final = "body"
+THINKING: Final = "thinking"
+TOOL_ARGUMENTS: Final = "toolArguments"
+
+
+@attrs.frozen
+class CandidateRow:
+    """A row that may hold the query: its position and its searchable fields, in the
+    order body, thinking (empty when it has none), each tool call's arguments."""
+
+    position: Position
+    fields: tuple[tuple[str, str], ...]
+
+
+@attrs.frozen
+class CandidatePage:
+    """A search page's candidates under the fence ``through``; ``next_after`` is the last
+    row scanned while rows remain (None: the scan is finished)."""
+
+    through: int
+    rows: tuple[CandidateRow, ...]
+    next_after: Position | None
+
+
+def searchable(
+    body: str, thinking: str | None, arguments: Iterable[dict[str, Any]]
+) -> tuple[list[int], str]:
+    """A row's searchable fields: their lengths (code points) and their text."""
+    fields = [body, thinking or ""]
+    fields += [json.dumps(args, ensure_ascii=False) for args in arguments]
+    return [len(field) for field in fields], "".join(fields)
+
+
+def arguments_of(tool_calls_json: str | None) -> list[dict[str, Any]]:
+    """The arguments of a row's stored calls (``[[id, name, arguments], ...]``), as the
+    Host reads them back for matching."""
+    if tool_calls_json is None:
+        return []
+    return [dict(call[2]) for call in json.loads(tool_calls_json)]
+
+
+def _ints(data: bytes) -> array[int]:
+    values = array("q")
+    values.frombytes(data)
+    if sys.byteorder == "big":
+        values.byteswap()
+    return values
+
+
+def _blob(values: array[int]) -> bytes:
+    if sys.byteorder == "big":
+        values = array("q", values)
+        values.byteswap()
+    return values.tobytes()
+
+
+def append_to_blocks(
+    db: sqlite3.Connection,
+    session_id: str,
+    entries: Sequence[tuple[int, int, tuple[list[int], str]]],
+) -> None:
+    """Add rows ``(source_sequence, item_index, searchable(...))``, in history order, to
+    the session's blocks (inside the caller's transaction)."""
+    if not entries:
+        return
+    newest = db.execute(
+        "SELECT first_sequence, first_index, rows, fields, text FROM search_blocks"
+        " WHERE session_id=? ORDER BY first_sequence DESC, first_index DESC LIMIT 1",
+        (session_id,),
+    ).fetchone()
+    block = _Block()
+    if newest is not None and len(newest[4]) < BLOCK_BYTES:
+        block.first = (newest[0], newest[1])
+        block.rows = _ints(newest[2])
+        block.fields = _ints(newest[3])
+        block.text += newest[4]
+    for sequence, index, (lengths, fields) in entries:
+        encoded = fields.encode("utf-8", "surrogatepass")
+        if block.text and len(block.text) + len(encoded) > BLOCK_BYTES:
+            block.write(db, session_id)
+            block = _Block()
+        if block.first is None:
+            block.first = (sequence, index)
+        block.text += encoded
+        block.fields.extend(lengths)
+        block.rows.extend((sequence, index, len(block.text), len(block.fields)))
+    block.write(db, session_id)
+
+
+class _Block:
+    def __init__(self) -> None:
+        self.first: tuple[int, int] | None = None
+        self.rows = array("q")
+        self.fields = array("q")
+        self.text = bytearray()
+
+    def write(self, db: sqlite3.Connection, session_id: str) -> None:
+        assert self.first is not None
+        db.execute(
+            "INSERT OR REPLACE INTO search_blocks (session_id, first_sequence, first_index,"
+            " last_sequence, last_index, rows, fields, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                session_id,
+                self.first[0],
+                self.first[1],
+                self.rows[-4],
+                self.rows[-3],
+                _blob(self.rows),
+                _blob(self.fields),
+                bytes(self.text),
+            ),
+        )
+
+
+class _BadBlock(Exception):
+    """A stored block does not have the shape this module writes (the store maps it to
+    ``StoreCorrupt``)."""
+
+
+def scan_blocks(
+    db: sqlite3.Connection,
+    session_id: str,
+    query: str,
+    *,
+    case_sensitive: bool,
+    through: int,
+    after: Position,
+) -> CandidatePage:
+    """The rows after ``after`` and under the fence that may hold ``query``.
+
+    Scans whole blocks up to :data:`SCAN_BYTES_PER_PAGE`, and stops early after
+    :data:`CANDIDATES_PER_PAGE` candidates (the cursor is then the last candidate).
+    Runs inside the caller's read transaction.
+    """
+    start = db.execute(
+        "SELECT first_sequence, first_index FROM search_blocks WHERE session_id=?"
+        " AND (first_sequence, first_index) <= (?, ?)"
+        " ORDER BY first_sequence DESC, first_index DESC LIMIT 1",
+        (session_id, after.source_sequence, after.item_index),
+    ).fetchone() or (0, -1)
+    blocks = db.execute(
+        "SELECT rows, fields, text, last_sequence, last_index FROM search_blocks"
+        " WHERE session_id=? AND (first_sequence, first_index) >= (?, ?)"
+        " AND first_sequence <= ? ORDER BY first_sequence, first_index",
+        (session_id, start[0], start[1], through),
+    )
+    try:
+        found, cursor = _Scan(query, case_sensitive, through, after).run(blocks)
+    finally:
+        blocks.close()
+    return CandidatePage(through=through, rows=tuple(found), next_after=cursor)
+
+
+class _Scan:
+    def __init__(self, query: str, case_sensitive: bool, through: int, after: Position) -> None:
+        # Case-sensitive: the query's bytes must occur in the block's bytes. Otherwise
+        # the folded query must occur in the folded (decoded) block.
+        self.needle = query.encode("utf-8", "surrogatepass") if case_sensitive else None
+        self.folded = simple_casefold(query)
+        self.through = through
+        self.after = (after.source_sequence, after.item_index)
+        self.found: list[CandidateRow] = []
+
+    def run(self, blocks: sqlite3.Cursor) -> tuple[list[CandidateRow], Position | None]:
+        scanned = 0
+        last: tuple[int, int] | None = None
+        for rows, fields, data, last_sequence, last_index in blocks:
+            if scanned >= SCAN_BYTES_PER_PAGE and last is not None and last > self.after:
+                # The page has moved past its cursor and more blocks remain.
+                return self.found, Position(*last)
+            if not (type(rows) is type(fields) is type(data) is bytes):
+                raise _BadBlock("a search block's columns are not blobs")
+            scanned += len(data)
+            try:
+                if self.needle is not None:
+                    found = data.find(self.needle)
+                    cut = (
+                        None if found < 0 else self._bytes(_ints(rows), _ints(fields), data, found)
+                    )
+                else:
+                    cut = self._folded(_ints(rows), _ints(fields), data)
+            except (IndexError, ValueError) as exc:  # arrays that do not fit the text
+                raise _BadBlock(f"a search block's row arrays do not fit ({exc})") from exc
+            if cut is not None:
+                return self.found, cut
+            if last_sequence > self.through:
+                return self.found, None
+            last = (last_sequence, last_index)
+        return self.found, None
+
+    def _bytes(
+        self, rows: array[int], fields: array[int], data: bytes, found: int
+    ) -> Position | None:
+        """Candidates of a case-sensitive scan: byte offsets map to rows directly, and
+        only a candidate row's bytes are decoded."""
+        ends = rows[2::4]
+        needle = self.needle
+        assert needle is not None
+        while found >= 0:
+            number = bisect_right(ends, found)
+            if number >= len(ends):
+                break  # past the last row (a damaged block): nothing more to find
+            start = 0 if number == 0 else ends[number - 1]
+            verdict = self._add(rows, fields, number, data[start : ends[number]])
+            if verdict is not _NEXT:
+                return _cut(rows, number, verdict)
+            found = data.find(needle, ends[number])  # one candidate per row is enough
+        return None
+
+    def _folded(self, rows: array[int], fields: array[int], data: bytes) -> Position | None:
+        """Candidates of a case-insensitive scan: the block is decoded and folded once,
+        and code point offsets map to rows."""
+        text = _decode(data)
+        folded = simple_casefold(text)
+        found = folded.find(self.folded)
+        if found < 0:
+            return None
+        ends = list(accumulate(fields))
+        row_ends = [ends[count - 1] if count else 0 for count in rows[3::4]]
+        while found >= 0:
+            number = bisect_right(row_ends, found)
+            if number >= len(row_ends):
+                break
+            start = 0 if number == 0 else row_ends[number - 1]
+            verdict = self._add(rows, fields, number, text[start : row_ends[number]])
+            if verdict is not _NEXT:
+                return _cut(rows, number, verdict)
+            found = folded.find(self.folded, row_ends[number])
+        return None
+
+    def _add(self, rows: array[int], fields: array[int], number: int, text: bytes | str) -> str:
+        """Add row ``number`` of the block as a candidate unless it lies before the
+        cursor (``_NEXT``: go on), or past the fence (``_BEYOND``); ``_FULL`` when the
+        page holds as many candidates as it may."""
+        sequence, index = rows[4 * number], rows[4 * number + 1]
+        if sequence > self.through:
+            return _BEYOND
+        if (sequence, index) <= self.after:
+            return _NEXT
+        if isinstance(text, bytes):
+            text = _decode(text)
+        first = 0 if number == 0 else rows[4 * number - 1]
+        lengths = fields[first : rows[4 * number + 3]]
+        self.found.append(_candidate(sequence, index, lengths, text))
+        return _FULL if len(self.found) >= CANDIDATES_PER_PAGE else _NEXT
+
+
+_NEXT: Final = "next"
+_BEYOND: Final = "beyond"
+_FULL: Final = "full"
+
+
+def _cut(rows: array[int], number: int, verdict: str) -> Position | None:
+    """Where the page ends after a verdict other than ``_NEXT``: at row ``number`` when
+    it is full, nowhere (None: the block is done) past the fence."""
+    if verdict is _FULL:
+        return Position(rows[4 * number], rows[4 * number + 1])
+    return None
+
+
+def _decode(data: bytes) -> str:
+    try:
+        return data.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError as exc:
+        raise _BadBlock(f"a search block's text does not decode ({exc})") from exc
+
+
+def _candidate(sequence: int, index: int, lengths: array[int], text: str) -> CandidateRow:
+    fields = []
+    start = 0
+    for number, length in enumerate(lengths):
+        name = BODY if number == 0 else THINKING if number == 1 else TOOL_ARGUMENTS
+        fields.append((name, text[start : start + length]))
+        start += length
+    if start != len(text):
+        raise _BadBlock("a search block's field lengths do not match its text")
+    return CandidateRow(position=Position(sequence, index), fields=tuple(fields))
