@@ -1,10 +1,11 @@
 """The PostgreSQL store's tables, its ``schema_version`` table and forward migrations.
 
 The tables mirror the SQLite store's schema 4 (sessions, events, rows, calls, operations,
-patches; its search blocks have no counterpart here) and add what several Hosts on one database need: ``leases`` (which Host runs a session's
-work, with a fencing token). A new database is created at :data:`SCHEMA_VERSION`; an
-older one is migrated forward in one transaction; a newer one is refused. Hosts starting
-together serialize the check on a transaction-scoped advisory lock.
+patches; its search blocks have no counterpart here) and add what several Hosts on one
+database need: ``leases`` (which Host runs a session's work, with a fencing token). A new
+database is created at :data:`SCHEMA_VERSION`; an older one is migrated forward in one
+transaction; a newer one is refused. Hosts starting together serialize the check on a
+transaction-scoped advisory lock.
 """
 
 from __future__ import annotations
