@@ -21,7 +21,7 @@ from emelex.agent import DenyAll
 from emelex.app import Agent
 from emelex.testing import Call, Fail, Say, ScriptedModel, Think, Wait
 from emelex.tools import tool
-from tests.service.web_host import ServedHost, call_host, served_host
+from tests.service.web_host import ServedHost, call_host, plain_asyncio, served_host
 
 CHROMIUM = "/usr/bin/chromium"
 STEP_SECONDS = 20
@@ -85,7 +85,7 @@ def served(tmp_path: Path) -> Iterator[ServedHost]:
 
 @pytest.fixture
 def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as playwright:
+    with plain_asyncio(), sync_api.sync_playwright() as playwright:
         # As root (CI), Chromium refuses to start without --no-sandbox.
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:

@@ -29,7 +29,7 @@ from emelex.app import Agent
 from emelex.testing import Say, ScriptedModel
 from tests.service.gitrepo import commit, git, git_home, init, needs_git, write
 from tests.service.test_static_page import HTML_SINKS
-from tests.service.web_host import ServedHost, call_host, served_host
+from tests.service.web_host import ServedHost, call_host, plain_asyncio, served_host
 
 __all__ = ["git_home"]  # the fixture, imported for pytest
 
@@ -104,7 +104,7 @@ def served(tmp_path: Path) -> Iterator[ServedHost]:
 @pytest.fixture
 def browser() -> Iterator[Any]:
     sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
+    with plain_asyncio(), sync_api.sync_playwright() as playwright:
         # As root (CI), Chromium refuses to start without --no-sandbox.
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:

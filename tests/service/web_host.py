@@ -7,6 +7,7 @@ synchronous API (which runs an asyncio loop of its own).
 
 from __future__ import annotations
 
+import asyncio
 import queue
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -87,3 +88,19 @@ def call_host(served: ServedHost, method: str, *args: Any, **kwargs: Any) -> Any
             return await getattr(client, method)(*args, **kwargs)
 
     return served.run(go)
+
+
+@contextmanager
+def plain_asyncio() -> Iterator[None]:
+    """A plain asyncio event-loop policy in this thread while Playwright's sync API runs.
+
+    Once anything in the process imported trio_asyncio (the emelex.aio tests do), new
+    asyncio loops are trio-asyncio's own, on which Playwright's sync driver breaks and
+    leaves the thread unusable for every later asyncio user; a thread-local plain policy
+    gives Playwright an ordinary loop.
+    """
+    asyncio.set_event_loop_policy(asyncio.DefaultEventLoopPolicy())
+    try:
+        yield
+    finally:
+        asyncio.set_event_loop_policy(None)
