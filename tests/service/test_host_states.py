@@ -24,7 +24,9 @@ from emelex.app import Agent
 from emelex.contracts import (
     ApproveResponse,
     DenyResponse,
+    InteractionsChanged,
     Position,
+    QueueChanged,
     RowsPublished,
     WatchEnded,
 )
@@ -178,18 +180,34 @@ class HostMachine(RuleBasedStateMachine):
 
     # -- helpers ----------------------------------------------------------------------
     async def _settle(self, host: Host, *, answer: bool) -> None:
-        """Answer questions until the queue is empty (bounded by the step's deadline)."""
-        n = 0
-        while host.queue(self.session_id).entries:
-            pending = await host.pending_interactions(self.session_id)
-            for interaction in pending.interactions:
-                n += 1
-                response = ApproveResponse() if answer else DenyResponse(reason="no")
-                with contextlib.suppress(InteractionSettled):  # settled by a stop meanwhile
-                    await host.respond(
-                        self.session_id, interaction.id, response, operation=f"r-{interaction.id}"
-                    )
-            await trio.sleep(0.01)  # bounded by the step's fail_after; not an ordering proof
+        """Answer questions until the queue is empty (bounded by the step's deadline).
+
+        Driven by the watch: each pending-interaction change is answered as it arrives,
+        and the empty queue it reports ends the wait, so no step polls.
+        """
+        answered: set[str] = set()
+        if not host.queue(self.session_id).entries:
+            return
+        async with host.watch(self.session_id) as updates:
+            async for update in updates:
+                if isinstance(update, WatchEnded):
+                    raise AssertionError(f"the watch ended: {update.reason}")
+                if isinstance(update, QueueChanged) and not update.queue.entries:
+                    return
+                if not isinstance(update, InteractionsChanged):
+                    continue
+                for interaction in update.pending:
+                    if interaction.id in answered:
+                        continue
+                    answered.add(interaction.id)
+                    response = ApproveResponse() if answer else DenyResponse(reason="no")
+                    with contextlib.suppress(InteractionSettled):  # settled by a stop meanwhile
+                        await host.respond(
+                            self.session_id,
+                            interaction.id,
+                            response,
+                            operation=f"r-{interaction.id}",
+                        )
 
     @staticmethod
     async def _all_rows(host: Host, session_id: str, through: int | None) -> list[Any]:

@@ -239,12 +239,9 @@ async def test_execute_streams_its_attachments(tmp_path: Path, open_host: OpenHo
             "helper", "How many items?", operation="x1", attachments=metas, resource=notes
         )
         assert again == receipt  # a retry reads no resource and admits nothing
-        with trio.fail_after(30):
-            while True:
-                result = await host.execute_result(receipt.session_id, receipt.invocation_id)
-                if result is not None:
-                    break
-                await trio.sleep(0.02)
+        await until_idle(host, receipt.session_id)
+        result = await host.execute_result(receipt.session_id, receipt.invocation_id)
+        assert result is not None
         assert (result.status, result.answer) == ("completed", "Two items.")
         (info,) = [s for s in await resolved(host.sessions()) if s.id == receipt.session_id]
         workspace = Path(info.workspace)
