@@ -9,6 +9,7 @@ when, and why, it was cut.
 
 from __future__ import annotations
 
+import bisect
 import errno
 import itertools
 import os
@@ -31,7 +32,7 @@ from emelex.tools.workspace._errors import (
 )
 from emelex.tools.workspace._read import BINARY_PROBE_BYTES
 from emelex.tools.workspace._root import DIR_FLAGS, FILE_FLAGS, Target, Workspace, describe_mode
-from emelex.tools.workspace._secrets import secret_child_test
+from emelex.tools.workspace._secrets import secret_names_test
 from emelex.tools.workspace._sibling import is_sibling
 
 DEFAULT_SKIP_DIRS: frozenset[str] = frozenset({".git", ".hg", ".svn"})
@@ -219,6 +220,15 @@ class Glob:
             return name.endswith(self.name_suffixes)
         return self.matches(prefix + name)
 
+    def filter(self, prefix: str, names: list[str]) -> list[str]:
+        """The files of ``names`` (in the ``/``-ended directory ``prefix``, relative)
+        that match, in order: :meth:`matches_file` for a batch."""
+        suffixes = self.name_suffixes
+        if suffixes is not None:
+            return [name for name in names if name.endswith(suffixes)]
+        matches = self.matches
+        return [name for name in names if matches(prefix + name)]
+
     def matches(self, path: str) -> bool:
         """Whether ``path`` (``/``-joined, relative) matches the whole glob."""
         if path.isascii():
@@ -319,6 +329,213 @@ class _WalkStats:
     too_deep: bool = False
 
 
+_CHUNK = 128
+"""Most file names one batch of a walk holds: ``abort`` is checked between batches."""
+
+
+class _Level:
+    """One open directory of a walk: its regular files (sorted names) and its other
+    entries (sorted ``(name, kind)``), with how far each has been visited."""
+
+    __slots__ = (
+        "fd",
+        "files",
+        "next_file",
+        "next_other",
+        "others",
+        "parents",
+        "prefix",
+        "rel",
+        "secrets",
+        "siblings",
+    )
+
+    def __init__(
+        self,
+        fd: int,
+        rel: tuple[str, ...],
+        parents: tuple[str, ...],
+        files: list[str],
+        others: list[tuple[str, int]],
+        secrets: frozenset[str],
+    ) -> None:
+        self.fd = fd
+        self.rel = rel
+        self.parents = parents
+        self.prefix = "/".join(rel) + "/" if rel else ""
+        self.files = files
+        self.others = others
+        self.secrets = secrets
+        #: whether some file name could be a temporary or recovery sibling
+        self.siblings = ".emelex-" in "\n".join(files)
+        self.next_file = 0
+        self.next_other = 0
+
+
+def _list(fd: int, budget: int) -> tuple[list[str], list[tuple[str, int]]]:
+    """A directory's regular files (names, sorted) and other entries (sorted ``(name,
+    kind)``), at most ``budget`` entries in all. The kinds come from the listing
+    (``d_type``): no ``stat`` per entry unless the file system does not say."""
+    with os.scandir(fd) as scan:
+        entries = list(itertools.islice(scan, budget))
+    try:
+        files = [entry.name for entry in entries if entry.is_file(follow_symlinks=False)]
+    except OSError:  # d_type unknown and the entry vanished: sort it out one by one
+        files = [entry.name for entry in entries if _kind(entry) == _FILE]
+    files.sort()
+    if len(files) == len(entries):
+        return files, []
+    regular = set(files)
+    others = sorted((e.name, _kind(e)) for e in entries if e.name not in regular)
+    return files, others
+
+
+def _walk_batches(
+    base_fd: int,
+    base: Target,
+    *,
+    include_secrets: bool,
+    skip_dirs: Collection[str],
+    max_visited: int,
+    max_depth: int | None,
+    stats: _WalkStats,
+    leftovers: bool = False,
+    abort: threading.Event | None = None,
+    hidden: Callable[[tuple[str, ...]], bool] | None = None,
+) -> Iterator[tuple[int, list[str], tuple[str, ...], str]]:
+    """Yield ``(dir_fd, names, rel_dir, prefix)``: batches of regular files below
+    ``base_fd``, at most :data:`_CHUNK` names of one directory each.
+
+    ``dir_fd`` stays open only until the next batch is requested. ``rel_dir`` is the
+    directory relative to the base (components) and ``prefix`` the same joined with
+    ``/`` and ending in ``/`` (empty at the base): a file's relative path is ``prefix +
+    name``, built by the caller only when it needs it. Entries are visited in name
+    order, depth first. Temporary and recovery siblings of interrupted writes are
+    skipped, or (``leftovers``) the only files yielded. ``abort`` is checked before
+    every batch and every directory. Entries ``hidden`` refuses (given their
+    root-relative parts, judged on the last component: a hidden directory is never
+    entered) are skipped.
+
+    Per directory, the walk lists entries once, splits regular files from the rest by
+    ``d_type`` and checks all names for secrets in bulk; the runs of files between two
+    subdirectories then go to the caller as lists, with no Python work per name unless
+    a name needs it (a possible secret, sibling or hidden entry).
+
+    Memory does not grow with the entries visited: each open level keeps its unvisited
+    names (and the kinds of the few entries that are not regular files) only, and a
+    level reads at most as many entries as the ``max_visited`` budget has left (plus
+    one, to tell an exhausted walk): a huge directory under a small budget is never
+    read whole. (When the budget cuts a directory short, the entries seen are the first
+    ones the directory lists, in name order; the result says it was cut.)
+    """
+    limit = MAX_DEPTH if max_depth is None else min(max_depth, MAX_DEPTH)
+    secrets_of = None if include_secrets else secret_names_test()
+    stack: list[_Level] = []
+
+    def push(fd: int, rel: tuple[str, ...]) -> None:
+        check_abort(abort, base.display)
+        try:
+            files, others = _list(fd, max_visited - stats.visited + 1)
+        except OSError:
+            os.close(fd)
+            stats.errors += 1
+            return
+        parents = (*base.absolute_parts, *rel)
+        secrets: frozenset[str] = frozenset()
+        if secrets_of is not None:
+            secrets = secrets_of(parents, files + [name for name, _kind in others])
+        stack.append(_Level(fd, rel, parents, files, others, secrets))
+
+    def kept(level: _Level, names: list[str]) -> list[str]:
+        """``names`` without secret, hidden and sibling (or, for ``leftovers``, only
+        sibling) files, counting what was skipped."""
+        if level.secrets:
+            secret = level.secrets
+            before = len(names)
+            names = [name for name in names if name not in secret]
+            stats.skipped_secrets += before - len(names)
+        if hidden is not None:
+            base_parts = (*base.parts, *level.rel)
+            before = len(names)
+            names = [name for name in names if not hidden((*base_parts, name))]
+            stats.skipped_hidden += before - len(names)
+        if leftovers:
+            return [name for name in names if ".emelex-" in name and is_sibling(name)]
+        if level.siblings:
+            return [name for name in names if not (".emelex-" in name and is_sibling(name))]
+        return names
+
+    push(os.dup(base_fd), ())
+    try:
+        while stack:
+            level = stack[-1]
+            files = level.files
+            others = level.others
+            entered = False
+            while not entered:
+                # the files up to the next other entry (subdirectory, link, ...) in name order
+                if level.next_other < len(others):
+                    name, kind = others[level.next_other]
+                    end = bisect.bisect_left(files, name, level.next_file)
+                else:
+                    name, kind = "", _FILE
+                    end = len(files)
+                while level.next_file < end:
+                    room = max_visited - stats.visited
+                    if room <= 0:
+                        stats.exhausted = True
+                        return
+                    check_abort(abort, base.display)
+                    start = level.next_file
+                    stop = min(end, start + _CHUNK, start + room)
+                    level.next_file = stop
+                    stats.visited += stop - start
+                    names = kept(level, files[start:stop])
+                    if names:
+                        yield level.fd, names, level.rel, level.prefix
+                if level.next_other >= len(others):
+                    stack.pop()
+                    os.close(level.fd)
+                    break
+                if stats.visited >= max_visited:
+                    stats.exhausted = True
+                    return
+                level.next_other += 1
+                stats.visited += 1
+                if name in level.secrets:
+                    stats.skipped_secrets += 1
+                    continue
+                if hidden is not None and hidden((*base.parts, *level.rel, name)):
+                    stats.skipped_hidden += 1
+                    continue
+                if kind == _DIR:
+                    if name in skip_dirs:
+                        continue
+                    if len(level.rel) + 1 >= limit:
+                        if max_depth is None:
+                            stats.too_deep = True
+                        continue
+                    try:
+                        child = os.open(name, DIR_FLAGS, dir_fd=level.fd)
+                    except OSError as error:
+                        if error.errno in (errno.ELOOP, errno.ENOTDIR):
+                            stats.skipped_links += 1  # swapped for a link or a file mid-walk
+                        else:
+                            stats.errors += 1
+                        continue
+                    push(child, (*level.rel, name))
+                    entered = True  # depth first: the child's entries come next
+                elif kind == _LINK:
+                    stats.skipped_links += 1
+                elif kind == _SPECIAL:
+                    stats.skipped_special += 1
+                else:
+                    stats.errors += 1
+    finally:
+        for level in stack:
+            os.close(level.fd)
+
+
 def _walk_files(
     base_fd: int,
     base: Target,
@@ -332,92 +549,21 @@ def _walk_files(
     abort: threading.Event | None = None,
     hidden: Callable[[tuple[str, ...]], bool] | None = None,
 ) -> Iterator[tuple[int, str, tuple[str, ...], str]]:
-    """Yield ``(dir_fd, name, rel_dir, prefix)`` for every regular file below ``base_fd``.
-
-    ``dir_fd`` stays open only until the next item is requested. ``rel_dir`` is the
-    file's directory relative to the base (components) and ``prefix`` the same joined
-    with ``/`` and ending in ``/`` (empty at the base): the file's relative path is
-    ``prefix + name``, built by the caller only when it needs it. Entries are visited in
-    name order, depth first. Temporary and recovery siblings of interrupted writes are
-    skipped, or (``leftovers``) the only files yielded. ``abort`` is checked every 32
-    entries. Entries ``hidden`` refuses (given their root-relative parts, judged on the
-    last component: a hidden directory is never entered) are skipped.
-
-    Memory does not grow with the entries visited: each open level keeps its unvisited
-    names (and their kinds) only, and a level reads at most as many entries as the
-    ``max_visited`` budget has left (plus one, to tell an exhausted walk): a huge
-    directory under a small budget is never read whole. (When the budget cuts a
-    directory short, the entries seen are the first ones the directory lists, in name
-    order; the result says it was cut.)
-    """
-    limit = MAX_DEPTH if max_depth is None else min(max_depth, MAX_DEPTH)
-    secret = None if include_secrets else secret_child_test()
-    # (descriptor, path relative to the base, full parent components, prefix, entries left)
-    stack: list[tuple[int, tuple[str, ...], tuple[str, ...], str, Iterator[tuple[str, int]]]] = []
-
-    def push(fd: int, rel: tuple[str, ...]) -> None:
-        budget = max_visited - stats.visited + 1
-        try:
-            with os.scandir(fd) as scan:
-                entries = sorted(
-                    (entry.name, _kind(entry)) for entry in itertools.islice(scan, budget)
-                )
-        except OSError:
-            os.close(fd)
-            stats.errors += 1
-            return
-        prefix = "/".join(rel) + "/" if rel else ""
-        stack.append((fd, rel, (*base.absolute_parts, *rel), prefix, iter(entries)))
-
-    push(os.dup(base_fd), ())
-    try:
-        while stack:
-            fd, rel, parents, prefix, entries = stack[-1]
-            for name, kind in entries:
-                if stats.visited >= max_visited:
-                    stats.exhausted = True
-                    return
-                if not stats.visited & 0x1F:
-                    check_abort(abort, base.display)
-                stats.visited += 1
-                if secret is not None and secret(parents, name):
-                    stats.skipped_secrets += 1
-                    continue
-                if hidden is not None and hidden((*base.parts, *rel, name)):
-                    stats.skipped_hidden += 1
-                    continue
-                if kind == _FILE:
-                    if (".emelex-" in name and is_sibling(name)) == leftovers:
-                        yield fd, name, rel, prefix
-                elif kind == _DIR:
-                    if name in skip_dirs:
-                        continue
-                    if len(rel) + 1 >= limit:
-                        if max_depth is None:
-                            stats.too_deep = True
-                        continue
-                    try:
-                        child = os.open(name, DIR_FLAGS, dir_fd=fd)
-                    except OSError as error:
-                        if error.errno in (errno.ELOOP, errno.ENOTDIR):
-                            stats.skipped_links += 1  # swapped for a link or a file mid-walk
-                        else:
-                            stats.errors += 1
-                        continue
-                    push(child, (*rel, name))
-                    break  # depth first: the child's entries come next
-                elif kind == _LINK:
-                    stats.skipped_links += 1
-                elif kind == _SPECIAL:
-                    stats.skipped_special += 1
-                else:
-                    stats.errors += 1
-            else:
-                stack.pop()
-                os.close(fd)
-    finally:
-        for fd, *_rest in stack:
-            os.close(fd)
+    """:func:`_walk_batches` one file at a time: ``(dir_fd, name, rel_dir, prefix)``."""
+    for fd, names, rel, prefix in _walk_batches(
+        base_fd,
+        base,
+        include_secrets=include_secrets,
+        skip_dirs=skip_dirs,
+        max_visited=max_visited,
+        max_depth=max_depth,
+        stats=stats,
+        leftovers=leftovers,
+        abort=abort,
+        hidden=hidden,
+    ):
+        for name in names:
+            yield fd, name, rel, prefix
 
 
 _FILE, _DIR, _LINK, _SPECIAL, _ERROR = range(5)
@@ -540,7 +686,7 @@ def find_files(
     truncation: str | None = None
     try:
         shown = _display_prefix(target)
-        for _fd, name, _rel, prefix in _walk_files(
+        for _fd, names, _rel, prefix in _walk_batches(
             opened,
             target,
             include_secrets=include_secrets,
@@ -551,11 +697,14 @@ def find_files(
             abort=abort,
             hidden=_hidden_test(ws, target),
         ):
-            if glob.matches_file(prefix, name):
-                if len(matches) >= max_results:
+            hits = glob.filter(prefix, names)
+            if hits:
+                room = max_results - len(matches)
+                head = shown + prefix
+                matches.extend([head + name for name in hits[:room]])
+                if len(hits) > room:
                     truncation = "max_results"
                     break
-                matches.append(shown + prefix + name)
     finally:
         os.close(opened)
     if truncation is None and stats.exhausted:
