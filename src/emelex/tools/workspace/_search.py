@@ -118,8 +118,23 @@ def required_prefix(pattern: str) -> bytes:
     punctuation counts, a quantifier takes back the character it applies to, and any
     ``|`` in the pattern (an alternative may start otherwise) gives no prefix.
     """
+    chars, _whole = _leading_literal(pattern)
+    return "".join(chars).encode("ascii")
+
+
+def pure_literal(pattern: str) -> str | None:
+    """The text the RE2 ``pattern`` matches when it is nothing but a literal (plain ASCII
+    characters and escaped punctuation: ``RARE_NEEDLE``, ``foo\\.bar``), else ``None``.
+    Such a pattern is searched with ``bytes.find``, with no regex engine at all."""
+    chars, whole = _leading_literal(pattern)
+    return "".join(chars) if whole and chars else None
+
+
+def _leading_literal(pattern: str) -> tuple[list[str], bool]:
+    """The literal characters every match of ``pattern`` starts with, and whether they
+    are the whole pattern."""
     if "|" in pattern:
-        return b""
+        return [], False
     chars: list[str] = []
     index = 0
     while index < len(pattern):
@@ -134,7 +149,7 @@ def required_prefix(pattern: str) -> bytes:
             break
     if index < len(pattern) and pattern[index] in "*+?{" and chars:
         chars.pop()
-    return "".join(chars).encode("ascii")
+    return chars, index == len(pattern)
 
 
 class Re2Program:
@@ -768,6 +783,8 @@ _WINDOW = 16 * 1024
 """Bytes RE2 scans between two checks of the abort flag. Small on purpose: RE2 builds its
 DFA lazily, and a hostile pattern (``a[ab]{20}c``) spent 175 ms building states for its
 first 64 KiB; 16 KiB bounds one call to tens of ms whatever the pattern."""
+_FIRST_READ = 64 * 1024
+"""Bytes of a file grep reads before asking its size (most source files fit)."""
 _RE2_MAX_MEM = 32 * 1024 * 1024
 """Memory RE2 may use for one compiled pattern; larger patterns are refused."""
 _UNSUPPORTED_HINT = (
@@ -794,27 +811,55 @@ class _GrepState:
     skipped_binary: int = 0
     skipped_large: int = 0
     truncation: str | None = None
+    _first_read: int = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._first_read = min(_FIRST_READ, self.max_file_bytes + 1)
 
     def search_fd(self, fd: int, shown: str | Callable[[], str]) -> None:
-        """Search one open regular file. Sets ``truncation`` when a bound is reached."""
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                return
-            if info.st_size > self.max_file_bytes:
-                self.skipped_large += 1
-                return
-            data = os.read(fd, info.st_size + 1) if info.st_size else os.read(fd, 65536)
-            if len(data) > self.max_file_bytes:
-                self.skipped_large += 1
-                return
-        except OSError:
+        """Search one open file the walk listed as regular. Sets ``truncation`` when a
+        bound is reached."""
+        data = self.read(fd)
+        if data is None:
             return
         self.searched += 1
         if data.find(b"\0", 0, BINARY_PROBE_BYTES) >= 0:
             self.skipped_binary += 1
             return
         self.search_data(data, shown)
+
+    def read(self, fd: int) -> bytes | None:
+        """The contents of ``fd``, or ``None`` when it is too large or unreadable.
+
+        One ``read`` of :data:`_FIRST_READ` bytes takes a whole small file (nearly
+        every file of a source tree) with no ``fstat``; only a file that fills it is
+        checked (still regular? within ``max_file_bytes``?) and read to its end. The walk
+        saw the entry as a regular file in its listing and the file was opened with
+        ``O_NOFOLLOW | O_NONBLOCK``: an entry swapped for a FIFO or a device in between
+        neither blocks the search nor yields more than one bounded read.
+        """
+        first = self._first_read
+        try:
+            data = os.read(fd, first)
+            if len(data) < first:
+                return data
+            if first > self.max_file_bytes:
+                self.skipped_large += 1
+                return None
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                return None
+            if info.st_size > self.max_file_bytes:
+                self.skipped_large += 1
+                return None
+            if info.st_size >= first:
+                data += os.read(fd, info.st_size + 1 - first)
+        except OSError:
+            return None
+        if len(data) > self.max_file_bytes:
+            self.skipped_large += 1
+            return None
+        return data
 
     def _find(self, data: bytes, position: int) -> int | None:
         """Where the first match at or after ``position`` starts, or ``None``.
@@ -870,8 +915,11 @@ class _GrepState:
 
     def _matches_only(self, data: bytes, shown: str, position: int | None) -> None:
         """The ``context == 0`` path of :meth:`search_data`, kept tight: it dominates
-        searches with many hits."""
-        lines = self.lines
+        searches with many hits. Per match: the line's ends (``rfind``/``find``), its
+        number (``count`` of the newlines since the previous match), one decode, and for
+        a regex one RE2 call to find the next match (none when its literal prefix is
+        absent); the counters live in locals until the file is done."""
+        append = self.lines.append
         limit = self.max_line_chars
         length = len(data)
         small = length <= _WINDOW
@@ -880,46 +928,59 @@ class _GrepState:
         match = getattr(regex, "match", None)
         prefix: bytes = getattr(regex, "prefix", b"")
         unanchored = _UNANCHORED
+        new = tuple.__new__
+        find = data.find
+        rfind = data.rfind
+        count = data.count
+        matches = self.matches
+        max_matches = self.max_matches
+        out_bytes = self.out_bytes
+        max_bytes = self.max_bytes
         line_number = 1
         counted_to = 0
-        while position is not None:
-            if self.matches >= self.max_matches:
-                self.truncation = "max_matches"
-                return
-            start = data.rfind(b"\n", 0, position) + 1
-            end = data.find(b"\n", position)
-            if end < 0:
-                end = length
-            line_number += data.count(b"\n", counted_to, start)
-            counted_to = start
-            stop = min(end, start + 4 * limit + 4)  # a character takes at most 4 bytes
-            line = data[start:stop].decode("utf-8", "replace")
-            cut = len(line) > limit or stop < end
-            if cut:
-                line = line[:limit]
-            size = (len(line) if line.isascii() else len(line.encode("utf-8", "replace"))) + 1
-            if self.out_bytes + size > self.max_bytes:
-                self.truncation = "max_bytes"
-                return
-            self.out_bytes += size
-            lines.append(GrepLine(shown, line_number, line, True, cut))
-            self.matches += 1
-            if end >= length:
-                return
-            # _find, inlined for a file within one window (the common case)
-            if not small:
-                position = self._find(data, end + 1)
-            elif needle is not None:
-                found = data.find(needle, end + 1)
-                position = None if found < 0 else found
-            elif match is not None:
-                begin = data.find(prefix, end + 1) if prefix else end + 1
-                if begin < 0:
+        try:
+            while position is not None:
+                if matches >= max_matches:
+                    self.truncation = "max_matches"
                     return
-                found = match(unanchored, data, begin, length)[0][0]
-                position = None if found < 0 else found
-            else:
-                position = self._find(data, end + 1)
+                start = rfind(b"\n", 0, position) + 1
+                end = find(b"\n", position)
+                if end < 0:
+                    end = length
+                line_number += count(b"\n", counted_to, start)
+                counted_to = start
+                if end - start <= limit:  # never cut: a character takes at least a byte
+                    line = data[start:end].decode("utf-8", "replace")
+                    cut = False
+                else:
+                    line, cut = self._text(data, start, end)
+                size = (len(line) if line.isascii() else len(line.encode("utf-8", "replace"))) + 1
+                if out_bytes + size > max_bytes:
+                    self.truncation = "max_bytes"
+                    return
+                out_bytes += size
+                # tuple.__new__ skips the named tuple's Python-level __new__ (0.2 us, not 1.3)
+                append(new(GrepLine, (shown, line_number, line, True, cut)))
+                matches += 1
+                if end >= length:
+                    return
+                # _find, inlined for a file within one window (the common case)
+                if not small:
+                    position = self._find(data, end + 1)
+                elif needle is not None:
+                    found = find(needle, end + 1)
+                    position = None if found < 0 else found
+                elif match is not None:
+                    begin = find(prefix, end + 1) if prefix else end + 1
+                    if begin < 0:
+                        return
+                    found = match(unanchored, data, begin, length)[0][0]
+                    position = None if found < 0 else found
+                else:
+                    position = self._find(data, end + 1)
+        finally:
+            self.matches = matches
+            self.out_bytes = out_bytes
 
     def search_data(self, data: bytes, shown: str | Callable[[], str]) -> None:
         """Report matching lines of ``data`` (one per line) with merged context."""
@@ -991,6 +1052,45 @@ class _GrepState:
             flush_after(1 << 62)
 
 
+def _grep_walk(
+    state: _GrepState,
+    batches: Iterator[tuple[int, list[str], tuple[str, ...], str]],
+    shown: str,
+    file_glob: Glob | None,
+    stats: _WalkStats,
+) -> None:
+    """Search every file of a walk's ``batches`` until a bound of ``state`` is reached:
+    per file, an ``open``, one bounded ``read`` (:meth:`_GrepState.read`), a ``close``,
+    a NUL probe and the search, with nothing else per file in Python."""
+    read = state.read
+    search_data = state.search_data
+    open_at = os.open
+    close = os.close
+    flags = FILE_FLAGS
+    for dir_fd, names, _rel, prefix in batches:
+        if file_glob is not None:
+            names = file_glob.filter(prefix, names)
+        for name in names:
+            try:
+                fd = open_at(name, flags, dir_fd=dir_fd)
+            except OSError:
+                stats.skipped_links += 1  # swapped for a link or removed mid-walk
+                continue
+            try:
+                data = read(fd)
+            finally:
+                close(fd)
+            if data is None:
+                continue
+            state.searched += 1
+            if data.find(b"\0", 0, BINARY_PROBE_BYTES) >= 0:
+                state.skipped_binary += 1
+                continue
+            search_data(data, shown + prefix + name)
+            if state.truncation is not None:
+                return
+
+
 def _describe_re2_error(error: Exception) -> str:
     detail = error.args[0] if error.args else ""
     if isinstance(detail, bytes):
@@ -1011,9 +1111,10 @@ def compile_search(pattern: str, *, literal: bool, case_insensitive: bool) -> Pr
         raise PatternError(pattern, "empty search pattern")
     if len(pattern) > MAX_PATTERN_CHARS:
         raise LimitExceeded("pattern_chars", MAX_PATTERN_CHARS, len(pattern))
-    if literal and not case_insensitive:
+    text = pattern if literal else pure_literal(pattern)
+    if text is not None and not case_insensitive:
         try:
-            return LiteralProgram(pattern)
+            return LiteralProgram(text)
         except UnicodeEncodeError as error:
             raise PatternError(pattern, "the pattern is not valid Unicode text") from error
     options = _re2_options(case_insensitive=case_insensitive)
@@ -1080,32 +1181,23 @@ def grep(
             os.close(fd)
     else:
         try:
-            shown = _display_prefix(target)
-            search_fd = state.search_fd
-            for dir_fd, name, _rel, prefix in _walk_files(
-                opened,
-                target,
-                include_secrets=include_secrets,
-                skip_dirs=skip_dirs,
-                max_visited=max_visited,
-                max_depth=file_glob.max_depth if file_glob is not None else None,
-                stats=stats,
-                abort=abort,
-                hidden=_hidden_test(ws, target),
-            ):
-                if file_glob is not None and not file_glob.matches_file(prefix, name):
-                    continue
-                try:
-                    fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
-                except OSError:
-                    stats.skipped_links += 1  # swapped for a link or removed mid-walk
-                    continue
-                try:
-                    search_fd(fd, shown + prefix + name)
-                finally:
-                    os.close(fd)
-                if state.truncation is not None:
-                    break
+            _grep_walk(
+                state,
+                _walk_batches(
+                    opened,
+                    target,
+                    include_secrets=include_secrets,
+                    skip_dirs=skip_dirs,
+                    max_visited=max_visited,
+                    max_depth=file_glob.max_depth if file_glob is not None else None,
+                    stats=stats,
+                    abort=abort,
+                    hidden=_hidden_test(ws, target),
+                ),
+                _display_prefix(target),
+                file_glob,
+                stats,
+            )
         finally:
             os.close(opened)
     truncation = state.truncation
