@@ -828,7 +828,7 @@ class _GrepState:
             return
         self.search_data(data, shown)
 
-    def read(self, fd: int) -> bytes | None:
+    def read(self, fd: int, data: bytes | None = None) -> bytes | None:
         """The contents of ``fd``, or ``None`` when it is too large or unreadable.
 
         One ``read`` of :data:`_FIRST_READ` bytes takes a whole small file (nearly
@@ -840,7 +840,8 @@ class _GrepState:
         """
         first = self._first_read
         try:
-            data = os.read(fd, first)
+            if data is None:  # else the caller read the first bytes (all ``first`` of them)
+                data = os.read(fd, first)
             if len(data) < first:
                 return data
             if first > self.max_file_bytes:
@@ -987,8 +988,10 @@ class _GrepState:
         position = self._find(data, 0)
         if position is None:
             return
-        if not isinstance(shown, str):
-            shown = shown()
+        self.report(data, shown() if not isinstance(shown, str) else shown, position)
+
+    def report(self, data: bytes, shown: str, position: int | None) -> None:
+        """Report the matching lines of ``data`` from its first match at ``position``."""
         self.files_with_matches += 1
         if not self.context:
             self._matches_only(data, shown, position)
@@ -1059,36 +1062,67 @@ def _grep_walk(
     file_glob: Glob | None,
     stats: _WalkStats,
 ) -> None:
-    """Search every file of a walk's ``batches`` until a bound of ``state`` is reached:
-    per file, an ``open``, one bounded ``read`` (:meth:`_GrepState.read`), a ``close``,
-    a NUL probe and the search, with nothing else per file in Python."""
+    """Search every file of a walk's ``batches`` until a bound of ``state`` is reached.
+
+    Per file: an ``open``, one bounded ``read``, a ``close``, a NUL probe and the first
+    search, inlined here for the common cases (a file read whole by the first read; a
+    literal, or a regex whose literal prefix is absent or found) so that a file without
+    a match costs no Python call of its own.
+    """
     read = state.read
-    search_data = state.search_data
+    report = state.report
+    first = state._first_read
+    regex = state.regex
+    needle: bytes | None = getattr(regex, "needle", None)
+    match = getattr(regex, "match", None)
+    prefix: bytes = getattr(regex, "prefix", b"")
+    unanchored = _UNANCHORED
     open_at = os.open
+    read_at = os.read
     close = os.close
     flags = FILE_FLAGS
-    for dir_fd, names, _rel, prefix in batches:
-        if file_glob is not None:
-            names = file_glob.filter(prefix, names)
-        for name in names:
-            try:
-                fd = open_at(name, flags, dir_fd=dir_fd)
-            except OSError:
-                stats.skipped_links += 1  # swapped for a link or removed mid-walk
-                continue
-            try:
-                data = read(fd)
-            finally:
-                close(fd)
-            if data is None:
-                continue
-            state.searched += 1
-            if data.find(b"\0", 0, BINARY_PROBE_BYTES) >= 0:
-                state.skipped_binary += 1
-                continue
-            search_data(data, shown + prefix + name)
-            if state.truncation is not None:
-                return
+    searched = 0
+    try:
+        for dir_fd, names, _rel, prefix_dir in batches:
+            if file_glob is not None:
+                names = file_glob.filter(prefix_dir, names)
+            for name in names:
+                try:
+                    fd = open_at(name, flags, dir_fd=dir_fd)
+                except OSError:
+                    stats.skipped_links += 1  # swapped for a link or removed mid-walk
+                    continue
+                try:
+                    head = read_at(fd, first)
+                    data = head if len(head) < first else read(fd, head)
+                except OSError:
+                    data = None
+                finally:
+                    close(fd)
+                if data is None:
+                    continue
+                searched += 1
+                if data.find(b"\0", 0, BINARY_PROBE_BYTES) >= 0:
+                    state.skipped_binary += 1
+                    continue
+                length = len(data)
+                position: int | None
+                if length > _WINDOW:
+                    position = state._find(data, 0)
+                elif needle is not None:
+                    position = data.find(needle)
+                elif match is not None:
+                    begin = data.find(prefix) if prefix else 0
+                    position = -1 if begin < 0 else match(unanchored, data, begin, length)[0][0]
+                else:
+                    position = state._find(data, 0)
+                if position is None or position < 0:
+                    continue
+                report(data, shown + prefix_dir + name, position)
+                if state.truncation is not None:
+                    return
+    finally:
+        state.searched += searched
 
 
 def _describe_re2_error(error: Exception) -> str:
