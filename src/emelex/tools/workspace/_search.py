@@ -16,7 +16,7 @@ import os
 import stat
 import threading
 from collections.abc import Callable, Collection, Iterator
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import attrs
 import re2
@@ -812,9 +812,17 @@ class _GrepState:
     skipped_large: int = 0
     truncation: str | None = None
     _first_read: int = attrs.field(init=False)
+    #: ``(needle, match, prefix)`` of ``regex``: what the per-match loop calls
+    _program: tuple[bytes | None, Any, bytes] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         self._first_read = min(_FIRST_READ, self.max_file_bytes + 1)
+        regex = self.regex
+        self._program = (
+            getattr(regex, "needle", None),
+            getattr(regex, "match", None),
+            getattr(regex, "prefix", b""),
+        )
 
     def search_fd(self, fd: int, shown: str | Callable[[], str]) -> None:
         """Search one open file the walk listed as regular. Sets ``truncation`` when a
@@ -920,14 +928,12 @@ class _GrepState:
         number (``count`` of the newlines since the previous match), one decode, and for
         a regex one RE2 call to find the next match (none when its literal prefix is
         absent); the counters live in locals until the file is done."""
+        self.files_with_matches += 1
         append = self.lines.append
         limit = self.max_line_chars
         length = len(data)
         small = length <= _WINDOW
-        regex = self.regex
-        needle: bytes | None = getattr(regex, "needle", None)
-        match = getattr(regex, "match", None)
-        prefix: bytes = getattr(regex, "prefix", b"")
+        needle, match, prefix = self._program
         unanchored = _UNANCHORED
         new = tuple.__new__
         find = data.find
@@ -992,10 +998,10 @@ class _GrepState:
 
     def report(self, data: bytes, shown: str, position: int | None) -> None:
         """Report the matching lines of ``data`` from its first match at ``position``."""
-        self.files_with_matches += 1
         if not self.context:
             self._matches_only(data, shown, position)
             return
+        self.files_with_matches += 1
         emit = self._emit
         context = self.context
         length = len(data)
@@ -1070,12 +1076,9 @@ def _grep_walk(
     a match costs no Python call of its own.
     """
     read = state.read
-    report = state.report
+    report = state._matches_only if not state.context else state.report
     first = state._first_read
-    regex = state.regex
-    needle: bytes | None = getattr(regex, "needle", None)
-    match = getattr(regex, "match", None)
-    prefix: bytes = getattr(regex, "prefix", b"")
+    needle, match, prefix = state._program
     unanchored = _UNANCHORED
     open_at = os.open
     read_at = os.read
