@@ -32,7 +32,7 @@ from emelex.tools.workspace._errors import (
 )
 from emelex.tools.workspace._read import BINARY_PROBE_BYTES
 from emelex.tools.workspace._root import DIR_FLAGS, FILE_FLAGS, Target, Workspace, describe_mode
-from emelex.tools.workspace._secrets import secret_names_test
+from emelex.tools.workspace._secrets import listing_prefilter, secret_names_test
 from emelex.tools.workspace._sibling import is_sibling
 
 DEFAULT_SKIP_DIRS: frozenset[str] = frozenset({".git", ".hg", ".svn"})
@@ -373,6 +373,7 @@ class _Level:
         files: list[str],
         others: list[tuple[str, int]],
         secrets: frozenset[str],
+        siblings: bool,
     ) -> None:
         self.fd = fd
         self.rel = rel
@@ -382,7 +383,7 @@ class _Level:
         self.others = others
         self.secrets = secrets
         #: whether some file name could be a temporary or recovery sibling
-        self.siblings = ".emelex-" in "\n".join(files)
+        self.siblings = siblings
         self.next_file = 0
         self.next_other = 0
 
@@ -445,6 +446,7 @@ def _walk_batches(
     """
     limit = MAX_DEPTH if max_depth is None else min(max_depth, MAX_DEPTH)
     secrets_of = None if include_secrets else secret_names_test()
+    special = listing_prefilter()
     stack: list[_Level] = []
 
     def push(fd: int, rel: tuple[str, ...]) -> None:
@@ -457,9 +459,13 @@ def _walk_batches(
             return
         parents = (*base.absolute_parts, *rel)
         secrets: frozenset[str] = frozenset()
-        if secrets_of is not None:
-            secrets = secrets_of(parents, files + [name for name, _kind in others])
-        stack.append(_Level(fd, rel, parents, files, others, secrets))
+        siblings = False
+        names = files + [name for name, _kind in others] if others else files
+        if special(names):  # rare: some name could be a secret or a sibling
+            if secrets_of is not None:
+                secrets = secrets_of(parents, names)
+            siblings = ".emelex-" in "\n".join(files)
+        stack.append(_Level(fd, rel, parents, files, others, secrets, siblings))
 
     def kept(level: _Level, names: list[str]) -> list[str]:
         """``names`` without secret, hidden and sibling (or, for ``leftovers``, only
@@ -505,7 +511,9 @@ def _walk_batches(
                     stop = min(end, start + _CHUNK, start + room)
                     level.next_file = stop
                     stats.visited += stop - start
-                    names = kept(level, files[start:stop])
+                    names = files[start:stop]
+                    if level.secrets or level.siblings or hidden is not None or leftovers:
+                        names = kept(level, names)
                     if names:
                         yield level.fd, names, level.rel, level.prefix
                 if level.next_other >= len(others):
@@ -699,6 +707,8 @@ def find_files(
     stats = _WalkStats()
     matches: list[str] = []
     truncation: str | None = None
+    suffixes = glob.name_suffixes
+    matches_path = glob.matches
     try:
         shown = _display_prefix(target)
         for _fd, names, _rel, prefix in _walk_batches(
@@ -712,14 +722,18 @@ def find_files(
             abort=abort,
             hidden=_hidden_test(ws, target),
         ):
-            hits = glob.filter(prefix, names)
+            head = shown + prefix
+            if suffixes is not None:
+                hits = [head + name for name in names if name.endswith(suffixes)]
+            else:
+                hits = [head + name for name in names if matches_path(prefix + name)]
             if hits:
                 room = max_results - len(matches)
-                head = shown + prefix
-                matches.extend([head + name for name in hits[:room]])
                 if len(hits) > room:
+                    matches.extend(hits[:room])
                     truncation = "max_results"
                     break
+                matches.extend(hits)
     finally:
         os.close(opened)
     if truncation is None and stats.exhausted:

@@ -295,6 +295,23 @@ def _bulk_prefilter() -> Callable[[bytes], bool] | None:
     return could_match
 
 
+def listing_prefilter() -> Callable[[Sequence[str]], bool]:
+    """Whether some name of a directory listing could be secret or a temporary or
+    recovery sibling (``False`` means none is: the usual answer, found with one RE2
+    search over the joined names; ``True`` only says to look name by name)."""
+    could_match = _bulk_prefilter()
+    if could_match is None:
+        return bool
+
+    def test(names: Sequence[str]) -> bool:
+        if not names:
+            return False
+        text = "\n" + "\n".join(names).lower() + "\n"
+        return could_match(text.encode("utf-8", "surrogatepass"))
+
+    return test
+
+
 def secret_names_test() -> Callable[[Sequence[str], Sequence[str]], frozenset[str]]:
     """The names of one directory listing that :func:`secret_child_test` would call
     secret, found in bulk: the names are joined by newlines (a newline sits before and
@@ -302,15 +319,11 @@ def secret_names_test() -> Callable[[Sequence[str], Sequence[str]], frozenset[st
     for any rule's prefix or suffix; only a listing where some name could match gets
     the per-name check. The usual answer is an empty set."""
     per_name = secret_child_test()
-    could_match = _bulk_prefilter()
+    could_match = listing_prefilter()
 
     def test(parents: Sequence[str], names: Sequence[str]) -> frozenset[str]:
-        if not names:
+        if not could_match(names):
             return frozenset()
-        if could_match is not None:
-            text = "\n" + "\n".join(names).lower() + "\n"
-            if not could_match(text.encode("utf-8", "surrogatepass")):
-                return frozenset()
         return frozenset(name for name in names if per_name(parents, name))
 
     return test
