@@ -12,7 +12,7 @@ import re2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emelex.tools.workspace import OperationAborted, Workspace, grep
+from emelex.tools.workspace import OperationAborted, Workspace, find_files, grep
 from emelex.tools.workspace._search import (
     _FIRST_READ,
     LiteralProgram,
@@ -119,13 +119,20 @@ def test_a_fifo_swapped_in_is_not_searched_or_blocking(tmp_path: Path) -> None:
     assert [line.path for line in result.lines] == ["a.txt"]
 
 
-def test_a_set_abort_stops_grep(tmp_path: Path) -> None:
+def test_a_set_abort_stops_grep_and_find_without_leaking_descriptors(tmp_path: Path) -> None:
     for index in range(600):
-        (tmp_path / f"f{index:03d}.txt").write_text("needle\n")
+        (tmp_path / "d" / f"s{index % 3}").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "d" / f"s{index % 3}" / f"f{index:03d}.txt").write_text("needle\n")
     abort = threading.Event()
     abort.set()
-    with Workspace.open(tmp_path) as ws, pytest.raises(OperationAborted):
-        grep(ws, "needle", abort=abort)
+    with Workspace.open(tmp_path) as ws:
+        before = len(os.listdir("/proc/self/fd"))
+        for path in (".", "d", "d/s1"):
+            with pytest.raises(OperationAborted):
+                grep(ws, "needle", path, abort=abort)
+            with pytest.raises(OperationAborted):
+                find_files(ws, "**/*.txt", path, abort=abort)
+        assert len(os.listdir("/proc/self/fd")) == before
 
 
 def test_many_matches_keep_numbers_text_and_bounds(tmp_path: Path) -> None:
@@ -141,3 +148,33 @@ def test_many_matches_keep_numbers_text_and_bounds(tmp_path: Path) -> None:
     assert capped.match_count == 10 and capped.truncation == "max_matches"
     assert small.truncation == "max_bytes"
     assert sum(len(line.text.encode()) + 1 for line in small.lines) <= 100
+
+
+class _AbortAfter(threading.Event):
+    """An abort flag that turns set on its ``calls``-th check."""
+
+    def __init__(self, calls: int) -> None:
+        super().__init__()
+        self.calls = calls
+
+    def is_set(self) -> bool:
+        self.calls -= 1
+        return self.calls <= 0
+
+
+def test_an_abort_at_any_check_leaks_no_descriptor(tmp_path: Path) -> None:
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "big.txt").write_bytes(b"x" * 200_000 + b"\nneedle\n")  # windowed
+    for index in range(300):
+        (tmp_path / "a" / "b" / f"f{index:03d}.txt").write_text("needle\n")
+    with Workspace.open(tmp_path) as ws:
+        before = len(os.listdir("/proc/self/fd"))
+        outcomes = set()
+        for calls in range(1, 40):
+            try:
+                grep(ws, "ne+dle", abort=_AbortAfter(calls), max_matches=1000)
+                outcomes.add("done")
+            except OperationAborted:
+                outcomes.add("aborted")
+            assert len(os.listdir("/proc/self/fd")) == before, calls
+    assert outcomes == {"aborted", "done"}

@@ -15,7 +15,7 @@ import itertools
 import os
 import stat
 import threading
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Generator, Iterator
 from typing import Any, NamedTuple, Protocol
 
 import attrs
@@ -418,7 +418,7 @@ def _walk_batches(
     leftovers: bool = False,
     abort: threading.Event | None = None,
     hidden: Callable[[tuple[str, ...]], bool] | None = None,
-) -> Iterator[tuple[int, list[str], tuple[str, ...], str]]:
+) -> Generator[tuple[int, list[str], tuple[str, ...], str], None, None]:
     """Yield ``(dir_fd, names, rel_dir, prefix)``: batches of regular files below
     ``base_fd``, at most :data:`_CHUNK` names of one directory each.
 
@@ -450,22 +450,27 @@ def _walk_batches(
     stack: list[_Level] = []
 
     def push(fd: int, rel: tuple[str, ...]) -> None:
-        check_abort(abort, base.display)
+        """List the directory open at ``fd`` onto the stack (which then owns ``fd``)."""
         try:
-            files, others = _list(fd, max_visited - stats.visited + 1)
-        except OSError:
+            check_abort(abort, base.display)
+            try:
+                files, others = _list(fd, max_visited - stats.visited + 1)
+            except OSError:
+                stats.errors += 1
+                os.close(fd)
+                return
+            parents = (*base.absolute_parts, *rel)
+            secrets: frozenset[str] = frozenset()
+            siblings = False
+            names = files + [name for name, _kind in others] if others else files
+            if special(names):  # rare: some name could be a secret or a sibling
+                if secrets_of is not None:
+                    secrets = secrets_of(parents, names)
+                siblings = ".emelex-" in "\n".join(files)
+            stack.append(_Level(fd, rel, parents, files, others, secrets, siblings))
+        except BaseException:  # an abort (or worse) before the stack owns ``fd``
             os.close(fd)
-            stats.errors += 1
-            return
-        parents = (*base.absolute_parts, *rel)
-        secrets: frozenset[str] = frozenset()
-        siblings = False
-        names = files + [name for name, _kind in others] if others else files
-        if special(names):  # rare: some name could be a secret or a sibling
-            if secrets_of is not None:
-                secrets = secrets_of(parents, names)
-            siblings = ".emelex-" in "\n".join(files)
-        stack.append(_Level(fd, rel, parents, files, others, secrets, siblings))
+            raise
 
     def kept(level: _Level, names: list[str]) -> list[str]:
         """``names`` without secret, hidden and sibling (or, for ``leftovers``, only
@@ -1231,25 +1236,21 @@ def grep(
         finally:
             os.close(fd)
     else:
+        batches = _walk_batches(
+            opened,
+            target,
+            include_secrets=include_secrets,
+            skip_dirs=skip_dirs,
+            max_visited=max_visited,
+            max_depth=file_glob.max_depth if file_glob is not None else None,
+            stats=stats,
+            abort=abort,
+            hidden=_hidden_test(ws, target),
+        )
         try:
-            _grep_walk(
-                state,
-                _walk_batches(
-                    opened,
-                    target,
-                    include_secrets=include_secrets,
-                    skip_dirs=skip_dirs,
-                    max_visited=max_visited,
-                    max_depth=file_glob.max_depth if file_glob is not None else None,
-                    stats=stats,
-                    abort=abort,
-                    hidden=_hidden_test(ws, target),
-                ),
-                _display_prefix(target),
-                file_glob,
-                stats,
-            )
+            _grep_walk(state, batches, _display_prefix(target), file_glob, stats)
         finally:
+            batches.close()  # the walk's descriptors now, not when a traceback is freed
             os.close(opened)
     truncation = state.truncation
     if truncation is None and stats.exhausted:
