@@ -1,0 +1,178 @@
+"""Live drafts: the text a model step is streaming, offered to live watchers before it
+commits.
+
+A draft is not durable. The Host keeps one :class:`Draft` per model step of the running
+invocation (shared by every watcher) and each live watcher a :class:`DraftMark`: its
+offsets into that draft and whether a mark is already waiting in its buffer. A delta
+only queues a mark when none is waiting, so however far behind a watcher falls, it
+holds at most one mark per step and receives the accumulated text in one update (or
+a few of ``MAX_DRAFT_CHUNK_CHARS``): drafts coalesce instead of filling the buffer, and
+the model stream never waits for anyone.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import TYPE_CHECKING, get_args
+
+from emelex.contracts import (
+    MAX_DRAFT_CHUNK_CHARS,
+    DraftCleared,
+    DraftClearReason,
+    DraftUpdated,
+    trusted,
+)
+
+_REASONS: dict[str, DraftClearReason] = {r: r for r in get_args(DraftClearReason)}
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from emelex.service._watch import Subscriber
+
+
+class _Text:
+    """Appended pieces and where each starts, so reading from an offset costs only the
+    length read (not the whole text so far)."""
+
+    __slots__ = ("_parts", "_starts", "length")
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self._starts: list[int] = []
+        self.length = 0
+
+    def append(self, piece: str) -> None:
+        if piece:
+            self._parts.append(piece)
+            self._starts.append(self.length)
+            self.length += len(piece)
+
+    def read(self, offset: int, limit: int) -> str:
+        """At most ``limit`` code points from ``offset``."""
+        if offset >= self.length:
+            return ""
+        index = bisect.bisect_right(self._starts, offset) - 1
+        pieces = [self._parts[index][offset - self._starts[index] :]]
+        size = len(pieces[0])
+        index += 1
+        while size < limit and index < len(self._parts):
+            pieces.append(self._parts[index])
+            size += len(self._parts[index])
+            index += 1
+        return "".join(pieces)[:limit]
+
+
+class Draft:
+    """One model step's answer and reasoning so far."""
+
+    __slots__ = ("cleared", "invocation_id", "step", "text", "thinking")
+
+    def __init__(self, invocation_id: str, step: int) -> None:
+        self.invocation_id = invocation_id
+        self.step = step
+        self.text = _Text()
+        self.thinking = _Text()
+        self.cleared = False
+
+
+class DraftMark:
+    """A live watcher's place in one draft; ``queued`` while it waits in the buffer."""
+
+    __slots__ = ("draft", "queued", "text_offset", "thinking_offset")
+
+    def __init__(self, draft: Draft) -> None:
+        self.draft = draft
+        self.text_offset = 0
+        self.thinking_offset = 0
+        self.queued = False
+
+    @property
+    def behind(self) -> bool:
+        draft = self.draft
+        return not draft.cleared and (
+            self.text_offset < draft.text.length or self.thinking_offset < draft.thinking.length
+        )
+
+    def take(self) -> DraftUpdated | None:
+        """The next chunk this watcher has not seen (None when none, or when the draft
+        was cleared: its committed rows supersede it)."""
+        if not self.behind:
+            return None
+        draft = self.draft
+        text = draft.text.read(self.text_offset, MAX_DRAFT_CHUNK_CHARS)
+        thinking = draft.thinking.read(self.thinking_offset, MAX_DRAFT_CHUNK_CHARS)
+        update = trusted(
+            DraftUpdated,
+            kind="draft",
+            invocation_id=draft.invocation_id,
+            step=draft.step,
+            text_offset=self.text_offset,
+            text=text,
+            thinking_offset=self.thinking_offset,
+            thinking=thinking,
+        )
+        self.text_offset += len(text)
+        self.thinking_offset += len(thinking)
+        return update
+
+
+class LiveDrafts:
+    """The drafts of one session's running invocation, published to its live watchers
+    (``subscribers`` is the session's set of watchers; only live ones take drafts)."""
+
+    def __init__(self, subscribers: set[Subscriber]) -> None:
+        self._subscribers = subscribers
+        self._drafts: dict[str, list[Draft]] = {}
+
+    def begin(self, invocation_id: str) -> Draft:
+        """A new step of ``invocation_id`` (numbered from 0 within the invocation)."""
+        steps = self._drafts.setdefault(invocation_id, [])
+        draft = Draft(invocation_id, len(steps))
+        steps.append(draft)
+        return draft
+
+    def append(self, draft: Draft, text: str, thinking: str) -> None:
+        if draft.cleared:
+            return
+        draft.text.append(text)
+        draft.thinking.append(thinking)
+        for subscriber in self._subscribers:
+            subscriber.offer_draft(draft)
+
+    def current(self) -> Iterable[Draft]:
+        """The drafts a watcher joining now starts from (from offset 0)."""
+        for steps in self._drafts.values():
+            for draft in steps:
+                if not draft.cleared and (draft.text.length or draft.thinking.length):
+                    yield draft
+
+    def step_failed(self, draft: Draft) -> None:
+        """One model step failed: its text will not commit (the turn may go on)."""
+        if not draft.cleared:
+            self._clear([draft], draft.invocation_id, draft.step, "failed")
+
+    def finish(self, invocation_id: str, outcome: str) -> None:
+        """The invocation ended with ``outcome`` (its rows, if any, were just published):
+        drop its drafts."""
+        steps = self._drafts.pop(invocation_id, [])
+        reason = _REASONS.get(outcome, "failed")
+        self._clear([d for d in steps if not d.cleared], invocation_id, None, reason)
+
+    def _clear(
+        self, drafts: list[Draft], invocation_id: str, step: int | None, reason: DraftClearReason
+    ) -> None:
+        shown = any(d.text.length or d.thinking.length for d in drafts)
+        for draft in drafts:
+            draft.cleared = True
+        if not shown:
+            return  # no watcher saw anything of these steps
+        update = trusted(
+            DraftCleared,
+            kind="draftCleared",
+            invocation_id=invocation_id,
+            step=step,
+            reason=reason,
+        )
+        for subscriber in self._subscribers:
+            subscriber.drafts_cleared(drafts, update)
