@@ -4,6 +4,7 @@ history."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,10 @@ from emelex.contracts import (
     WatchEnded,
     WatchUpdate,
 )
-from emelex.service import Host
+from emelex.service import Host, HostClient
+from emelex.service._websocket import WebSocket
 from emelex.testing import Fail, Say, ScriptedModel, Think, Wait
-from tests.service.conftest import OpenHost
+from tests.service.conftest import OpenHost, served
 from tests.service.paced import PacedModel
 
 
@@ -233,3 +235,73 @@ async def test_a_slow_watcher_never_holds_the_stream_and_gets_drafts_coalesced(
             await read_until_idle(slow, slow_seen, answered("x" * deltas))
             assert assistant_bodies(slow_seen) == ["x" * deltas]
             assert not any(isinstance(u, WatchEnded) for u in slow_seen)
+
+
+def _drafts_in(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    updates = [u for f in frames for u in ([f["update"]] if "update" in f else f["updates"])]
+    return [u for u in updates if u["kind"] == "draft"]
+
+
+async def _frames(
+    target: str, tmp_path: Path, model: PacedModel, text: str, thinking: str
+) -> list[dict[str, Any]]:
+    """The raw frames of a subscription at ``target`` (TCP, token in the first frame)
+    until its drafts add up to ``text`` and ``thinking``, read while the model holds."""
+    (tmp_path / "root").mkdir(parents=True)
+    async with served(tmp_path / "root", {"helper": helper(model)}, tcp=True) as serving:
+        assert serving.url is not None and serving.token_path is not None
+        token = serving.token_path.read_text().strip()
+        async with HostClient.connect(serving.url, token=token) as client:
+            session = (await client.create_session("helper", tmp_path, operation="c")).session
+        address, port = serving.url.removeprefix("http://").split(":")
+        stream = await trio.open_tcp_stream(address, int(port))
+        socket = await WebSocket.open(
+            stream, host=address, target=target, headers=[], max_message=1 << 20
+        )
+        frames: list[dict[str, Any]] = []
+        try:
+            await socket.send_text(json.dumps({"token": token}))
+            await socket.send_text(json.dumps({"sessionId": session.id, "after": None}))
+            async with HostClient.connect(serving.url, token=token) as client:
+                await client.send(session.id, "hi", operation="s1")
+            with trio.fail_after(30):
+                await model.holding.wait()
+                while True:
+                    drafts = _drafts_in(frames)
+                    if "".join(d["text"] for d in drafts) == text and (
+                        "".join(d["thinking"] for d in drafts) == thinking
+                    ):
+                        break
+                    received = await socket.receive_text()
+                    assert received is not None
+                    frames.append(json.loads(received))
+        finally:
+            model.release.set()
+            await socket.aclose()
+        return frames
+
+
+async def test_the_draft_frame_on_the_wire(tmp_path: Path) -> None:
+    model = PacedModel(ScriptedModel([[Think("<b>hm</b>"), Say("Héllo ✓ "), Say("end")]]), 2)
+    frames = await _frames("/v1/sub/watchLive", tmp_path, model, "Héllo ✓ ", "<b>hm</b>")
+    assert all(set(f) == {"update"} for f in frames)
+    drafts = _drafts_in(frames)
+    invocation = drafts[0]["invocationId"]
+    text_at = thinking_at = 0
+    for draft in drafts:
+        assert draft == {
+            "kind": "draft",
+            "invocationId": invocation,
+            "step": 0,
+            "textOffset": text_at,
+            "text": draft["text"],
+            "thinkingOffset": thinking_at,
+            "thinking": draft["thinking"],
+        }
+        text_at += len(draft["text"])
+        thinking_at += len(draft["thinking"])
+    # The same subscription with batched frames carries the same updates.
+    model = PacedModel(ScriptedModel([[Say("one "), Say("two")]]), 1)
+    frames = await _frames("/v1/sub/watchLive?batch=1", tmp_path / "b", model, "one ", "")
+    assert all(set(f) == {"updates"} for f in frames)
+    assert [(u["textOffset"], u["text"]) for u in _drafts_in(frames)] == [(0, "one ")]
