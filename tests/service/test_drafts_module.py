@@ -118,3 +118,25 @@ async def test_an_unknown_outcome_clears_as_failed() -> None:
     drafts.finish("inv-1", "something new")
     got = await drain(live)
     assert got[0] == DraftCleared(invocation_id="inv-1", step=None, reason="failed")  # type: ignore[arg-type]
+
+
+async def test_a_new_invocation_clears_drafts_left_over_from_another() -> None:
+    live = Subscriber(None, 4, live=True)
+    drafts = LiveDrafts({live})
+    drafts.append(drafts.begin("inv-1"), "never finished", "")
+    fresh = drafts.begin("inv-2")
+    assert fresh.step == 0
+    drafts.append(fresh, "new", "")
+    assert list(drafts.current()) == [fresh]
+    got = await drain(live)
+    assert got == [
+        DraftCleared(invocation_id="inv-1", step=None, reason="interrupted"),  # type: ignore[arg-type]
+        DraftUpdated(
+            invocation_id="inv-2",  # type: ignore[arg-type]
+            step=0,
+            text_offset=0,
+            text="new",
+            thinking_offset=0,
+            thinking="",
+        ),
+    ]

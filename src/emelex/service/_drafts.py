@@ -127,6 +127,10 @@ class LiveDrafts:
 
     def begin(self, invocation_id: str) -> Draft:
         """A new step of ``invocation_id`` (numbered from 0 within the invocation)."""
+        # One invocation runs at a time per session: drafts of another one are left
+        # over from a turn that never reached its end here (its lease lost, say).
+        for stale in [i for i in self._drafts if i != invocation_id]:
+            self.finish(stale, "interrupted")
         steps = self._drafts.setdefault(invocation_id, [])
         draft = Draft(invocation_id, len(steps))
         steps.append(draft)
