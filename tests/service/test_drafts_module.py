@@ -140,3 +140,41 @@ async def test_a_new_invocation_clears_drafts_left_over_from_another() -> None:
             thinking="",
         ),
     ]
+
+
+async def test_a_draft_is_published_at_most_once_per_interval(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    clock = mock_clock
+    live = Subscriber(None, 4, live=True)
+    drafts = LiveDrafts({live})
+    draft = drafts.begin("inv-1")
+
+    def texts(updates: list[object]) -> list[str]:
+        return [u.text for u in updates if isinstance(u, DraftUpdated)]
+
+    async with trio.open_nursery() as nursery:
+        drafts.configure(1.0, nursery.start_soon)
+        drafts.append(draft, "a", "")  # the first delta goes out at once
+        assert texts(await drain(live)) == ["a"]
+        drafts.append(draft, "b", "")
+        drafts.append(draft, "c", "")
+        assert texts(await drain(live)) == []  # waiting for the interval's end
+        clock.jump(1.0)
+        await trio.testing.wait_all_tasks_blocked()
+        assert texts(await drain(live)) == ["bc"]
+        # A draft cleared while its publication waits is never sent.
+        clock.jump(0.5)
+        drafts.append(draft, "d", "")
+        drafts.finish("inv-1", "completed")
+        clock.jump(1.0)
+        await trio.testing.wait_all_tasks_blocked()
+        assert [type(u) for u in await drain(live)] == [DraftCleared]
+
+
+async def test_watchers_in_step_share_one_update() -> None:
+    first, second = Subscriber(None, 4, live=True), Subscriber(None, 4, live=True)
+    drafts = LiveDrafts({first, second})
+    drafts.append(drafts.begin("inv-1"), "same", "")
+    (one,), (other,) = await drain(first), await drain(second)
+    assert one is other  # built once; the server's frame cache encodes it once

@@ -8,12 +8,20 @@ only queues a mark when none is waiting, so however far behind a watcher falls, 
 holds at most one mark per step and receives the accumulated text in one update (or
 a few of ``MAX_DRAFT_CHUNK_CHARS``): drafts coalesce instead of filling the buffer, and
 the model stream never waits for anyone.
+
+Watchers that keep up are still not woken for every token: a draft is published at
+most once per ``interval`` (the first delta at once; the rest of an interval's deltas
+by a short timer task), so a fast model with many remote watchers costs one frame per
+watcher per interval, not one per token.
 """
 
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING, get_args
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Final, get_args
+
+import trio
 
 from emelex.contracts import (
     MAX_DRAFT_CHUNK_CHARS,
@@ -22,6 +30,12 @@ from emelex.contracts import (
     DraftUpdated,
     trusted,
 )
+
+#: Seconds between two publications of one draft (the Host's default).
+DRAFT_INTERVAL: Final = 0.02
+
+#: Starts a background task (the Host's nursery's ``start_soon``).
+Spawn = Callable[[Callable[[], Awaitable[None]]], None]
 
 _REASONS: dict[str, DraftClearReason] = {r: r for r in get_args(DraftClearReason)}
 
@@ -66,7 +80,17 @@ class _Text:
 class Draft:
     """One model step's answer and reasoning so far."""
 
-    __slots__ = ("cleared", "invocation_id", "step", "text", "thinking")
+    __slots__ = (
+        "cleared",
+        "invocation_id",
+        "last_key",
+        "last_update",
+        "next_publish",
+        "publish_pending",
+        "step",
+        "text",
+        "thinking",
+    )
 
     def __init__(self, invocation_id: str, step: int) -> None:
         self.invocation_id = invocation_id
@@ -74,6 +98,13 @@ class Draft:
         self.text = _Text()
         self.thinking = _Text()
         self.cleared = False
+        #: Trio time before which deltas wait for the pending publication.
+        self.next_publish = float("-inf")
+        self.publish_pending = False
+        # Watchers that keep up take the same update: build it once for all of them
+        # (one object, so the server's frame cache encodes it once too).
+        self.last_key: tuple[int, int, int, int] | None = None
+        self.last_update: DraftUpdated | None = None
 
 
 class DraftMark:
@@ -100,6 +131,12 @@ class DraftMark:
         if not self.behind:
             return None
         draft = self.draft
+        key = (self.text_offset, self.thinking_offset, draft.text.length, draft.thinking.length)
+        if key == draft.last_key and draft.last_update is not None:
+            update = draft.last_update
+            self.text_offset += len(update.text)
+            self.thinking_offset += len(update.thinking)
+            return update
         text = draft.text.read(self.text_offset, MAX_DRAFT_CHUNK_CHARS)
         thinking = draft.thinking.read(self.thinking_offset, MAX_DRAFT_CHUNK_CHARS)
         update = trusted(
@@ -112,6 +149,7 @@ class DraftMark:
             thinking_offset=self.thinking_offset,
             thinking=thinking,
         )
+        draft.last_key, draft.last_update = key, update
         self.text_offset += len(text)
         self.thinking_offset += len(thinking)
         return update
@@ -124,6 +162,15 @@ class LiveDrafts:
     def __init__(self, subscribers: set[Subscriber]) -> None:
         self._subscribers = subscribers
         self._drafts: dict[str, list[Draft]] = {}
+        # Until configured (as the Host does), every delta is published at once.
+        self._interval = 0.0
+        self._spawn: Spawn | None = None
+
+    def configure(self, interval: float, spawn: Spawn) -> None:
+        """Publish each draft at most once per ``interval`` seconds; ``spawn`` runs the
+        timer that publishes an interval's last deltas."""
+        self._interval = interval
+        self._spawn = spawn
 
     def begin(self, invocation_id: str) -> Draft:
         """A new step of ``invocation_id`` (numbered from 0 within the invocation)."""
@@ -141,8 +188,25 @@ class LiveDrafts:
             return
         draft.text.append(text)
         draft.thinking.append(thinking)
+        if draft.publish_pending:
+            return  # the timer publishes this with the rest of its interval
+        now = trio.current_time() if self._spawn is not None else 0.0
+        if now >= draft.next_publish or self._spawn is None:
+            self._publish(draft, now)
+        else:
+            draft.publish_pending = True
+            self._spawn(lambda: self._publish_later(draft))
+
+    def _publish(self, draft: Draft, now: float) -> None:
+        draft.next_publish = now + self._interval
         for subscriber in self._subscribers:
             subscriber.offer_draft(draft)
+
+    async def _publish_later(self, draft: Draft) -> None:
+        await trio.sleep_until(draft.next_publish)
+        draft.publish_pending = False
+        if not draft.cleared:
+            self._publish(draft, trio.current_time())
 
     def current(self) -> Iterable[Draft]:
         """The drafts a watcher joining now starts from (from offset 0)."""

@@ -104,6 +104,7 @@ from emelex.service._diagnostics import (
 )
 from emelex.service._digest import operation_digest
 from emelex.service._drafting import DraftingModel
+from emelex.service._drafts import DRAFT_INTERVAL
 from emelex.service._errors import (
     HostClosed,
     OperationConflict,
@@ -1420,6 +1421,7 @@ class Host:
             entry = state.queue.running
             return None if entry is None else entry.work.invocation_id
 
+        state.drafts.configure(DRAFT_INTERVAL, self._nursery.start_soon)
         return DraftingModel(model, state.drafts, running)
 
     def _attach_drafts(self, state: SessionState, subscriber: Subscriber) -> None:
