@@ -27,7 +27,7 @@ import trio
 
 from emelex.agent import DenyAll
 from emelex.app import Agent
-from emelex.contracts import DraftUpdated, QueueChanged
+from emelex.contracts import DraftCleared, DraftUpdated, QueueChanged
 from emelex.model import (
     AgentModel,
     Capabilities,
@@ -139,6 +139,8 @@ async def _latency(root: Path, deltas: int, watchers: int) -> tuple[float, float
                             delays.append(time.perf_counter() - stamped.stamps[end])
                             if end == total:
                                 return
+                        elif isinstance(update, DraftCleared):
+                            return  # the turn committed first
 
             for _ in range(watchers):
                 await nursery.start(watcher)

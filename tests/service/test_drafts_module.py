@@ -163,6 +163,14 @@ async def test_a_draft_is_published_at_most_once_per_interval(
         clock.jump(1.0)
         await trio.testing.wait_all_tasks_blocked()
         assert texts(await drain(live)) == ["bc"]
+        # The step's end publishes what waits at once.
+        drafts.append(draft, "e", "")
+        assert texts(await drain(live)) == []
+        drafts.flush(draft)
+        assert texts(await drain(live)) == ["e"]
+        clock.jump(1.0)
+        await trio.testing.wait_all_tasks_blocked()
+        assert texts(await drain(live)) == []  # the timer finds nothing left
         # A draft cleared while its publication waits is never sent.
         clock.jump(0.5)
         drafts.append(draft, "d", "")

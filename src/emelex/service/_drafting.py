@@ -84,4 +84,7 @@ class _Drafted:
             self._drafts.append(self._draft, "", event.text)
         elif isinstance(event, Completed):
             self.completed = True
+            # The step's last deltas go out now, not at the interval's end (its tool
+            # calls may run for a while before the turn commits).
+            self._drafts.flush(self._draft)
         return event

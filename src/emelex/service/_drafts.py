@@ -204,9 +204,14 @@ class LiveDrafts:
 
     async def _publish_later(self, draft: Draft) -> None:
         await trio.sleep_until(draft.next_publish)
-        draft.publish_pending = False
-        if not draft.cleared:
-            self._publish(draft, trio.current_time())
+        self.flush(draft)
+
+    def flush(self, draft: Draft) -> None:
+        """Publish what waits for the interval's end now (the step ended)."""
+        if draft.publish_pending:
+            draft.publish_pending = False
+            if not draft.cleared:
+                self._publish(draft, trio.current_time())
 
     def current(self) -> Iterable[Draft]:
         """The drafts a watcher joining now starts from (from offset 0)."""
