@@ -7,7 +7,7 @@ the turn, measured against the same turn with no watcher, in the same run.
   never reads (goal ≤ 1.2x time: a slow watcher never holds the stream, its drafts
   coalesce), and with 100 reading (no goal: it shows the per-watcher cost);
 - 100 live watchers of the paced answer: p99 from a delta reaching the Host to each
-  watcher receiving it (goal ≤ 50 ms; drafts are published at most every 20 ms).
+  watcher receiving it (goal ≤ 100 ms; a draft is published at most every 50 ms).
 
     .venv/bin/python benchmarks/drafts.py [--quick]
 """
@@ -200,8 +200,8 @@ async def measure(quick: bool) -> list[Row]:
         Row(
             f"a delta to each of {WATCHERS} live watchers, p99 (p50 {p50 * 1e3:.2f} ms)",
             f"{number(p99 * 1e3, 2)} ms",
-            goal="≤ 50 ms",
-            met=met(p99 <= 0.050),
+            goal="≤ 100 ms",
+            met=met(p99 <= 0.100),
         ),
     ]
 

@@ -32,7 +32,7 @@ from emelex.contracts import (
 )
 
 #: Seconds between two publications of one draft (the Host's default).
-DRAFT_INTERVAL: Final = 0.02
+DRAFT_INTERVAL: Final = 0.05
 
 #: Starts a background task (the Host's nursery's ``start_soon``).
 Spawn = Callable[[Callable[[], Awaitable[None]]], None]
