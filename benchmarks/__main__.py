@@ -79,6 +79,7 @@ BENCHMARKS: dict[str, str] = {
     "search_matcher": "the service's search matcher over generated history against rg -j1 -F",
     "service_git": "the Host's git_status on a 10,000-file repository against git status",
     "transport": "the Host over its socket (emelex serve) against bare hypercorn and in process",
+    "drafts": "live drafts of a streaming answer to live watchers against none",
 }
 #: Seconds a benchmark may run before it is stopped (and its rows marked failed).
 TIMEOUT_FULL = 3_600.0

@@ -279,6 +279,11 @@ EXPECTED: dict[str, set[str]] = {
         "validate_package",
     },
     "emelex.contracts": {
+        # Live answer drafts on watch (issue 15).
+        "DraftClearReason",
+        "DraftCleared",
+        "DraftUpdated",
+        "MAX_DRAFT_CHUNK_CHARS",
         "BytesBase64",
         "from_base64",
         "to_base64",

@@ -35,7 +35,7 @@ def test_tagged_unions_are_one_of_members_with_a_constant_kind() -> None:
         document["$defs"][member["$ref"].rsplit("/", 1)[1]]["properties"]["kind"]["const"]
         for member in members
     ]
-    assert kinds == ["rows", "queue", "interactions", "end"]
+    assert kinds == ["rows", "queue", "interactions", "end", "draft", "draftCleared"]
 
 
 def test_bounds_appear_in_the_schema() -> None:

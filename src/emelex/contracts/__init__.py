@@ -159,6 +159,7 @@ from emelex.contracts._interactions import (
 from emelex.contracts._limits import (
     MAX_ATTACHMENT_BYTES,
     MAX_ATTACHMENTS,
+    MAX_DRAFT_CHUNK_CHARS,
     MAX_FIELD_CHARS,
     MAX_ID_CHARS,
     MAX_MESSAGE_CHARS,
@@ -205,6 +206,9 @@ from emelex.contracts._transport import (
 )
 from emelex.contracts._version import WIRE_VERSION
 from emelex.contracts._watch import (
+    DraftCleared,
+    DraftClearReason,
+    DraftUpdated,
     InteractionsChanged,
     QueueChanged,
     RowsPublished,
@@ -244,6 +248,7 @@ __all__ = [
     "WatchDiagnosticsRequest",
     "MAX_ATTACHMENTS",
     "MAX_ATTACHMENT_BYTES",
+    "MAX_DRAFT_CHUNK_CHARS",
     "MAX_FIELD_CHARS",
     "MAX_ID_CHARS",
     "MAX_MESSAGE_CHARS",
@@ -275,6 +280,9 @@ __all__ = [
     "CreateSessionReceipt",
     "CreateSessionRequest",
     "DenyResponse",
+    "DraftClearReason",
+    "DraftCleared",
+    "DraftUpdated",
     "Diagnostic",
     "DiagnosticCause",
     "DiagnosticId",

@@ -28,3 +28,6 @@ MAX_WORKERS: Final = 64
 MAX_QUEUE_ENTRIES: Final = 1024
 #: Largest sequence/offset number on the wire (JSON-safe integers).
 MAX_SAFE_INTEGER: Final = 2**53 - 1
+#: Code points of answer (or reasoning) text one live draft update carries at most: a
+#: draft further ahead of its watcher arrives in several updates (each frame stays small).
+MAX_DRAFT_CHUNK_CHARS: Final = 4096

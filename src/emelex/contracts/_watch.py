@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Literal
 
 from emelex.contracts._history import HistoryRow, Position
-from emelex.contracts._ids import SessionId
+from emelex.contracts._ids import InvocationId, SessionId
 from emelex.contracts._interactions import Interaction
-from emelex.contracts._limits import MAX_PAGE_SIZE, MAX_SAFE_INTEGER
+from emelex.contracts._limits import MAX_DRAFT_CHUNK_CHARS, MAX_PAGE_SIZE, MAX_SAFE_INTEGER
 from emelex.contracts._operations import QueueSnapshot
 from emelex.contracts._wire import count, items, wire, wire_union
+from emelex.contracts._wire import text as bounded_text
 
 
 @wire
@@ -60,5 +61,40 @@ class WatchEnded:
     resume_after: Position | None
 
 
-WatchUpdate = RowsPublished | QueueChanged | InteractionsChanged | WatchEnded
+@wire
+class DraftUpdated:
+    """Not durable (live watches only): text a model step is streaming for the running
+    invocation. ``text`` continues the step's answer at code point ``textOffset`` and
+    ``thinking`` its reasoning at ``thinkingOffset``; either may be empty. Drafts carry
+    no cursor, are never stored and never appear in history: the committed rows
+    supersede them (see :class:`DraftCleared`)."""
+
+    kind: Literal["draft"] = "draft"
+    invocation_id: InvocationId
+    step: int = count(maximum=MAX_SAFE_INTEGER)
+    text_offset: int = count(maximum=MAX_SAFE_INTEGER)
+    text: str = bounded_text(max_len=MAX_DRAFT_CHUNK_CHARS)
+    thinking_offset: int = count(maximum=MAX_SAFE_INTEGER)
+    thinking: str = bounded_text(max_len=MAX_DRAFT_CHUNK_CHARS)
+
+
+#: Why drafts were dropped: the invocation ended with this outcome (its rows, if any,
+#: were published just before), or one model step ``failed`` (the turn goes on).
+DraftClearReason = Literal["completed", "failed", "stopped", "interrupted"]
+
+
+@wire
+class DraftCleared:
+    """Not durable (live watches only): discard the drafts of ``invocationId`` (only
+    step ``step``, or every step when null)."""
+
+    kind: Literal["draftCleared"] = "draftCleared"
+    invocation_id: InvocationId
+    step: int | None = count(maximum=MAX_SAFE_INTEGER)
+    reason: DraftClearReason
+
+
+WatchUpdate = (
+    RowsPublished | QueueChanged | InteractionsChanged | WatchEnded | DraftUpdated | DraftCleared
+)
 wire_union("WatchUpdate", WatchUpdate)

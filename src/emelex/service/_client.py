@@ -525,10 +525,11 @@ class HostClient:
 
     @asynccontextmanager
     async def watch(
-        self, session_id: str, *, after: Position | None = None
+        self, session_id: str, *, after: Position | None = None, live: bool = False
     ) -> AsyncIterator[AsyncIterator[WatchUpdate]]:
         request = WatchRequest(session_id=session_id, after=after)  # type: ignore[arg-type]
-        async with self._subscribe("watch", request) as updates:
+        # ``live``: the watchLive route, which adds the running answer's drafts.
+        async with self._subscribe("watchLive" if live else "watch", request) as updates:
             yield updates
 
     async def context(self, session_id: str, *, through: int | None = None) -> ContextReport:

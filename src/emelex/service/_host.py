@@ -85,6 +85,7 @@ from emelex.contracts import (
     trusted,
 )
 from emelex.model import (
+    AgentModel,
     Client,
     Completed,
     GenerationOptions,
@@ -102,6 +103,8 @@ from emelex.service._diagnostics import (
     diagnostic,
 )
 from emelex.service._digest import operation_digest
+from emelex.service._drafting import DraftingModel
+from emelex.service._drafts import DRAFT_INTERVAL
 from emelex.service._errors import (
     HostClosed,
     OperationConflict,
@@ -665,15 +668,19 @@ class Host:
 
     @asynccontextmanager
     async def watch(
-        self, session_id: str, *, after: Position | None = None
+        self, session_id: str, *, after: Position | None = None, live: bool = False
     ) -> AsyncIterator[AsyncIterator[WatchUpdate]]:
         """Subscribe to new rows after ``after`` (a page's ``next_after``), queue changes
         and pending-interaction changes. The stream first catches up from the store, then
         follows live commits; a watcher that falls ``watch_buffer`` updates behind ends
-        with ``WatchEnded(reason="lagged", resume_after=...)``: watch again from there."""
+        with ``WatchEnded(reason="lagged", resume_after=...)``: watch again from there.
+        ``live=True`` adds the running answer's drafts (``DraftUpdated``/``DraftCleared``,
+        never stored; see docs/service/watch.md)."""
         state = self._state(session_id)
-        subscriber = Subscriber(after, self._watch_buffer)
+        subscriber = Subscriber(after, self._watch_buffer, live=live)
         state.subscribers.add(subscriber)
+        if live:
+            self._attach_drafts(state, subscriber)
         stream = self._watch_stream(state, subscriber)
         try:
             yield stream
@@ -895,7 +902,7 @@ class Host:
         if state.app is None:
             defined = self._agents[state.agent_name]
             recording = RecordingModel(
-                defined.client.model,
+                self._drafting_model(state, defined.client.model),
                 functools.partial(self._request_prepared, state),
                 functools.partial(self._request_settled, state),
             )
@@ -968,6 +975,7 @@ class Host:
                     )
                     batch.append(NewEvent(DIAGNOSTIC_RECORDED, turn_id, to_wire(recorded)))
                 await self._append(state, batch)
+                self._finish_drafts(state, work.invocation_id, outcome)
                 if recorded is not None:
                     self._add_diagnostic(state, recorded)
                 state.queue.remove(work.invocation_id)
@@ -1405,3 +1413,22 @@ class Host:
         except LeaseLost:
             self._cluster.abandon(state)
         return True
+
+    # -- live drafts (issue 15): streaming answers to live watchers ----------------------
+    # Thin delegations: the work lives in _drafts.py and _drafting.py.
+    def _drafting_model(self, state: SessionState, model: AgentModel) -> AgentModel:
+        def running() -> str | None:
+            entry = state.queue.running
+            return None if entry is None else entry.work.invocation_id
+
+        state.drafts.configure(DRAFT_INTERVAL, self._nursery.start_soon)
+        return DraftingModel(model, state.drafts, running)
+
+    def _attach_drafts(self, state: SessionState, subscriber: Subscriber) -> None:
+        # A watcher joining mid-answer first gets each draft so far (from offset 0).
+        for draft in state.drafts.current():
+            subscriber.offer_draft(draft)
+
+    def _finish_drafts(self, state: SessionState, invocation_id: str, outcome: str) -> None:
+        # Right after the turn's rows were offered: those rows supersede its drafts.
+        state.drafts.finish(invocation_id, outcome)

@@ -125,6 +125,11 @@ def _watch(host: Host, r: WatchRequest) -> AbstractAsyncContextManager[AsyncIter
     return host.watch(r.session_id, after=r.after)
 
 
+def _watch_live(host: Host, r: WatchRequest) -> AbstractAsyncContextManager[AsyncIterator[Any]]:
+    # The same watch, with the running answer's drafts (issue 15).
+    return host.watch(r.session_id, after=r.after, live=True)
+
+
 def _watch_diagnostics(
     host: Host, r: WatchDiagnosticsRequest
 ) -> AbstractAsyncContextManager[AsyncIterator[Any]]:
@@ -277,6 +282,7 @@ ROUTES: Final[tuple[Route, ...]] = (
     ),
     op("workers", WorkHubRequest, WorkHubSnapshot, lambda h, r: h.workers(r.coordinator_id)),
     sub("watch", WatchRequest, WatchUpdate, _watch),
+    sub("watchLive", WatchRequest, WatchUpdate, _watch_live),
     sub("watchDiagnostics", WatchDiagnosticsRequest, DiagnosticsRevision, _watch_diagnostics),
     # The session's workspace (issue 14): git, completed-work patches, files.
     op(

@@ -25,6 +25,7 @@ from emelex.contracts import (
 from emelex.service._diagnostics import (
     DiagnosticLog,
 )
+from emelex.service._drafts import LiveDrafts
 from emelex.service._queue import WorkQueue
 from emelex.service._watch import Subscriber
 
@@ -120,3 +121,7 @@ class SessionState:
     tools: tuple[str, ...] | None = None
     diagnostics: DiagnosticLog = attrs.field(factory=DiagnosticLog)
     diagnostics_changed: trio.Event = attrs.field(factory=trio.Event)
+    #: The running invocation's live drafts, for live watchers (issue 15, live drafts).
+    drafts: LiveDrafts = attrs.field(
+        default=attrs.Factory(lambda state: LiveDrafts(state.subscribers), takes_self=True)
+    )

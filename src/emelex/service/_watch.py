@@ -14,6 +14,7 @@ from typing import Final
 import trio
 
 from emelex.contracts import (
+    DraftCleared,
     InteractionsChanged,
     Position,
     QueueChanged,
@@ -22,6 +23,7 @@ from emelex.contracts import (
     WatchEndReason,
     WatchUpdate,
 )
+from emelex.service._drafts import Draft, DraftMark
 
 #: Updates one watcher may have waiting before it is dropped as lagged.
 DEFAULT_WATCH_BUFFER: Final = 256
@@ -40,13 +42,18 @@ class Subscriber:
     """One watcher's bounded buffer. The Host calls :meth:`offer` (never blocks); the
     watcher awaits :meth:`receive`."""
 
-    def __init__(self, after: Position | None, capacity: int) -> None:
+    def __init__(self, after: Position | None, capacity: int, *, live: bool = False) -> None:
         if capacity < 1:
             raise ValueError("a watch buffer holds at least one update")
         self.capacity = capacity
         #: Rows at or before this position were delivered (or are skipped as duplicates).
         self.delivered = after
-        self._buffer: deque[WatchUpdate] = deque()
+        self._buffer: deque[WatchUpdate | DraftMark] = deque()
+        #: A live watcher also takes drafts (see _drafts): at most one mark per draft
+        #: waits in the buffer, and marks do not count against ``capacity``.
+        self.live = live
+        self._marks: dict[Draft, DraftMark] = {}
+        self._queued_marks = 0
         # The watcher's task while it waits: one commit wakes every watcher, so the
         # Host reschedules it directly (no Event and parking lot per wake).
         self._waiting: trio.lowlevel.Task | None = None
@@ -66,16 +73,47 @@ class Subscriber:
                 if type(waiting) is type(update):
                     del self._buffer[index]
                     break
-        if len(self._buffer) >= self.capacity:
+        if len(self._buffer) - self._queued_marks >= self.capacity:
+            if isinstance(update, DraftCleared):
+                return  # a lagging watcher loses drafts, never rows
             self.end("lagged")
             return
         self._buffer.append(update)
         self._wake()
 
+    def offer_draft(self, draft: Draft) -> None:
+        """``draft`` grew: queue this watcher's mark unless one is already waiting."""
+        if not self.live or self._end is not None:
+            return
+        mark = self._marks.get(draft)
+        if mark is None:
+            mark = self._marks[draft] = DraftMark(draft)
+        if not mark.queued:
+            self._queue_mark(mark)
+
+    def drafts_cleared(self, drafts: list[Draft], update: DraftCleared) -> None:
+        """``drafts`` were dropped (committed rows supersede them, or they failed)."""
+        if not self.live:
+            return
+        for draft in drafts:
+            self._marks.pop(draft, None)
+        self.offer(update)
+
+    def _queue_mark(self, mark: DraftMark, *, first: bool = False) -> None:
+        mark.queued = True
+        self._queued_marks += 1
+        if first:
+            self._buffer.appendleft(mark)
+        else:
+            self._buffer.append(mark)
+            self._wake()
+
     def end(self, reason: WatchEndReason) -> None:
         if self._end is None:
             self._end = reason
             self._buffer.clear()
+            self._marks.clear()
+            self._queued_marks = 0
             self._wake()
 
     def _wake(self) -> None:
@@ -110,6 +148,16 @@ class Subscriber:
         while True:
             if self._buffer:
                 update = self._buffer.popleft()
+                if isinstance(update, DraftMark):
+                    self._queued_marks -= 1
+                    update.queued = False
+                    draft = update.take()
+                    if draft is None:
+                        continue
+                    if update.behind:  # the rest of a long draft goes next
+                        self._queue_mark(update, first=True)
+                    await trio.lowlevel.checkpoint_if_cancelled()
+                    return draft
                 if isinstance(update, RowsPublished):
                     fresh = self.fresh_rows(update)
                     if fresh is None:
