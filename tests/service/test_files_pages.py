@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from base64 import b64decode
 from pathlib import Path
 
 import pytest
@@ -66,8 +67,8 @@ async def test_a_full_pagination_takes_few_reads_and_equals_single_page_reads(
         path = WorkspacePath.of("big")
         with trio.fail_after(120):
             pages, entries = await list_all(files.host, files.session_id, path)
-        # 40 pages from batches of 1, 2, 4, 8, 16, then the last 9: six worker hops.
-        assert len(pages) == 40 and files.host._file_pages.reads == 6
+        # 40 pages from batches of 1, 4, 16, then the last 19: four worker hops.
+        assert len(pages) == 40 and files.host._file_pages.reads == 4
         assert names(entries) == [f"{index:06d}".encode() for index in range(5_000)]
         # Each page is the one a lone read at its cursor gives.
         authority = session_authority(str(files.workspace), (), files.workspace / "host-state")
@@ -81,24 +82,24 @@ async def test_a_full_pagination_takes_few_reads_and_equals_single_page_reads(
 
 
 async def test_batches_grow_to_the_bound_and_stop_at_the_byte_budget(tmp_path: Path) -> None:
-    populate(tmp_path / "d", 128 * 40)
+    populate(tmp_path / "d", 128 * 70)
     authority = session_authority(str(tmp_path), (), tmp_path / "none")
     path = WorkspacePath.of("d")
-    found = list_pages(authority, NameCache(), path, None, 40, 1 << 30)
-    assert len(found) == 40 and found[-1].next_after is None
+    found = list_pages(authority, NameCache(), path, None, 70, 1 << 30)
+    assert len(found) == 70 and found[-1].next_after is None
     # Cursor continuity: each page resumes after the last entry of the one before.
     for before, page in itertools.pairwise(found):
         assert before.next_after == before.entries[-1][0]
-        assert page.entries[0][0] > before.entries[-1][0]
-    assert len(list_pages(authority, NameCache(), path, None, 40, 1)) == 1
+        assert b64decode(page.entries[0][0]) > b64decode(before.entries[-1][0])
+    assert len(list_pages(authority, NameCache(), path, None, 70, 1)) == 1
     budget = found[0].cost * 3
-    assert len(list_pages(authority, NameCache(), path, None, 40, budget)) == 3
+    assert len(list_pages(authority, NameCache(), path, None, 70, budget)) == 3
     cache = PageCache()
     sizes = []
-    for _ in range(8):
+    for _ in range(5):
         sizes.append(cache.next_batch(("k", None, "", ()), path))
         cache.keep(("k", None, "", ()), found[:1], sizes[-1])
-    assert sizes == [2, 4, 8, 16, 32, 32, 32, 32] and READ_AHEAD_PAGES == 32
+    assert sizes == [4, 16, 64, 64, 64] and READ_AHEAD_PAGES == 64
     # A listing without a cursor always starts with one fresh page.
     assert cache.next_batch(("k", None, "", ()), None) == 1
     assert 4 * found[0].cost <= READ_AHEAD_BYTES
@@ -126,7 +127,7 @@ async def test_waiting_pages_reflect_their_batch_read_until_they_expire(tmp_path
     names_cache = NameCache()
     first = await list_files(cache, names_cache, authority, "s-1", path, None)
     second = await list_files(cache, names_cache, authority, "s-1", path, first.next_after)
-    assert cache.reads == 2 and len(cache) == 1  # the second read brought a third page
+    assert cache.reads == 2 and len(cache) == 3  # the second read brought pages 2 to 5
     old = first.directory_identity
     # Replace the directory: the page read ahead is still the old directory's, whole.
     (tmp_path / "d").rename(tmp_path / "old")  # kept: its inode is not reused
@@ -138,10 +139,10 @@ async def test_waiting_pages_reflect_their_batch_read_until_they_expire(tmp_path
     # Past its lifetime a waiting page is dropped and the cursor is read fresh.
     first = await list_files(cache, names_cache, authority, "s-1", path, None)
     second = await list_files(cache, names_cache, authority, "s-1", path, first.next_after)
-    assert len(cache) == 1 and second.directory_identity != old
+    assert len(cache) == 3 and second.directory_identity != old
     clock.now += PAGE_LIFETIME
     fresh = await list_files(cache, names_cache, authority, "s-1", path, second.next_after)
-    assert cache.reads == 5 and len(cache) == 1
+    assert cache.reads == 5 and len(cache) == 3  # pages 3 to 6, read again
     assert fresh.directory_identity != old
     assert all(len(name) == 7 for name in names(list(fresh.entries)))
 
@@ -155,7 +156,7 @@ async def test_the_cache_is_bounded_in_listings_and_bytes(tmp_path: Path) -> Non
         path = WorkspacePath.of(letter)
         first = await list_files(cache, NameCache(), authority, "s-1", path, None)
         await list_files(cache, NameCache(), authority, "s-1", path, first.next_after)
-    assert len(cache._listings) == 2 and len(cache) == 2
+    assert len(cache._listings) == 2 and len(cache) == 6
     # A limit below one batch's pages keeps nothing waiting: every page is a read.
     cache = PageCache(limit=1)
     pages = await paginate(cache, authority, WorkspacePath.of("a"))
@@ -174,7 +175,7 @@ async def test_listings_of_other_sessions_and_exclusions_never_share_pages(
     names_cache = NameCache()
     first = await list_files(cache, names_cache, plain, "s-1", path, None)
     await list_files(cache, names_cache, plain, "s-1", path, first.next_after)
-    assert len(cache) == 1  # the plain session's third page waits
+    assert len(cache) == 3  # the plain session's pages 3 to 5 wait
     seen = [await list_files(cache, names_cache, hiding, "s-1", path, None)]
     while seen[-1].next_after is not None:
         seen.append(await list_files(cache, names_cache, hiding, "s-1", path, seen[-1].next_after))
@@ -189,6 +190,6 @@ async def test_a_cached_page_still_needs_a_known_session(tmp_path: Path) -> None
         path = WorkspacePath.of("d")
         first = await files.host.list_files(files.session_id, path)
         await files.host.list_files(files.session_id, path, after=first.next_after)
-        assert len(files.host._file_pages) == 1
+        assert len(files.host._file_pages) == 2
         with pytest.raises(UnknownSession):
             await files.host.list_files("s-unknown", path, after=first.next_after)

@@ -4,7 +4,8 @@ Pages follow bytewise name order and resume after the last name a client saw, so
 cursor is the exact path of that entry. A page needs the directory's sorted names: the
 sorted list is cached per directory identity and reused while the directory's change and
 modification times stay the same, so paginating a 100,000-entry directory scans it once
-instead of once per page. Each entry is still ``lstat``-ed fresh when its page is built.
+instead of once per page. Each entry is still ``lstat``-ed fresh when its page is read;
+one read may build several consecutive pages (the read-ahead of ``_files_pages``).
 The blocking functions here run on worker threads.
 """
 

@@ -4,13 +4,14 @@ after the first from a few batched reads instead of one worker-thread hop per pa
 The first page of a listing (no cursor) is always read fresh, alone. A request that
 continues a listing (its cursor is the ``next_after`` of a page just served) and finds
 no ready page reads a batch of consecutive pages from one open descriptor of the
-directory, twice as many as the listing's previous batch (up to ``READ_AHEAD_PAGES``
-and ``READ_AHEAD_BYTES``); the pages after the one returned wait here, keyed by the
-cursor that leads to them, for ``PAGE_LIFETIME`` seconds. A waiting page is exactly the
-page a single read would have produced at the time of its batch read: the same
-directory identity, the same cursor continuity, entries ``lstat``-ed then. Pages are
-live observations either way; a client told ``changed`` restarts without a cursor,
-which reads fresh and drops the listing's waiting pages.
+directory, four times as many as the listing's previous batch (up to
+``READ_AHEAD_PAGES`` and ``READ_AHEAD_BYTES``): a worker-thread hop costs far more than
+building a page, above all on a busy machine. The pages after the one returned wait
+here, keyed by the cursor that leads to them, for ``PAGE_LIFETIME`` seconds. A
+waiting page is exactly the page a single read would have produced at the time of its
+batch read: the same directory identity, the same cursor continuity, entries
+``lstat``-ed then. Pages are live observations either way; a client told ``changed``
+restarts without a cursor, which reads fresh and drops the listing's waiting pages.
 
 The cache belongs to one Host and is used only from its Trio thread (no lock); its
 lifetimes follow the Trio clock. Pages wait as plain tuples (see ``RawPage``) and become
@@ -32,7 +33,9 @@ from emelex.service._files import NameCache, RawPage, list_pages
 from emelex.service._files_access import FileAuthority
 
 #: Pages one batched read builds at most, and the estimated wire bytes it stops at.
-READ_AHEAD_PAGES: Final = 32
+READ_AHEAD_PAGES: Final = 64
+#: How much each batched read of a listing grows over its previous one.
+READ_AHEAD_GROWTH: Final = 4
 READ_AHEAD_BYTES: Final = 4 * FILES_PAGE_TARGET_BYTES
 #: Seconds a page read ahead stays servable, counted from its batch read.
 PAGE_LIFETIME: Final = 2.0
@@ -90,12 +93,12 @@ class PageCache:
 
     def next_batch(self, key: _Key, after: WorkspacePath | None) -> int:
         """Pages to read for a request that found nothing waiting: one for a fresh
-        listing, else twice the listing's previous batch (bounded)."""
+        listing, else ``READ_AHEAD_GROWTH`` times the listing's previous batch (bounded)."""
         if after is None:
             return 1
         listing = self._listings.get(key)
         previous = 1 if listing is None else listing.batch
-        return min(READ_AHEAD_PAGES, 2 * previous)
+        return min(READ_AHEAD_PAGES, READ_AHEAD_GROWTH * previous)
 
     def keep(self, key: _Key, pages: list[RawPage], batch: int) -> None:
         """Replace the listing's waiting pages with those after ``pages[0]``."""
@@ -149,6 +152,7 @@ __all__ = [
     "CACHED_LISTINGS",
     "PAGE_LIFETIME",
     "READ_AHEAD_BYTES",
+    "READ_AHEAD_GROWTH",
     "READ_AHEAD_PAGES",
     "PageCache",
     "list_files",
