@@ -128,7 +128,7 @@ async def _host_figures(root: Path, entries: int, read_bytes: int, repeat: int) 
                 ratio(mine / anchor),
                 f"≤ {LIST_GOAL}x time",
                 met(mine / anchor <= LIST_GOAL),
-                note=f"{(entries + 127) // 128} pages of 128, one worker-thread hop each",
+                note=f"{(entries + 127) // 128} pages of 128, read ahead in batches",
             )
         )
 

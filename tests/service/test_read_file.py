@@ -44,7 +44,7 @@ from emelex.service import (
     assemble_file,
 )
 from emelex.service._files_host import session_authority
-from emelex.service._read_file import capture, read_stream
+from emelex.service._read_file import _read_all, _Retry, capture, read_stream
 from tests.service.files_support import FilesSession, files_session
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(range(256)) * 4
@@ -311,3 +311,19 @@ async def test_the_stream_helper_reads_a_workspace_file_directly(tmp_path: Path)
     authority = session_authority(str(tmp_path), (), tmp_path / "none")
     result = await assemble_file(read_stream(authority, WorkspacePath.of("x")))
     assert isinstance(result, FileSnapshot) and result.text == "direct"
+
+
+def test_the_capture_reads_exactly_the_size_it_saw(tmp_path: Path) -> None:
+    data = bytes(range(256)) * 1000
+    (tmp_path / "f").write_bytes(data)
+    fd = os.open(tmp_path / "f", os.O_RDONLY)
+    try:
+        assert _read_all(fd, len(data), 1 << 20) == data
+        with pytest.raises(_Retry):  # fewer bytes than the size seen: it shrank meanwhile
+            _read_all(fd, len(data) + 7, 1 << 20)
+        with pytest.raises(_Retry):  # a byte past the size seen: it grew meanwhile
+            _read_all(fd, len(data) - 1, 1 << 20)
+        with pytest.raises(FileTooLarge):  # grew past the limit
+            _read_all(fd, len(data) - 1, len(data) - 1)
+    finally:
+        os.close(fd)

@@ -4,7 +4,8 @@ Pages follow bytewise name order and resume after the last name a client saw, so
 cursor is the exact path of that entry. A page needs the directory's sorted names: the
 sorted list is cached per directory identity and reused while the directory's change and
 modification times stay the same, so paginating a 100,000-entry directory scans it once
-instead of once per page. Each entry is still ``lstat``-ed fresh when its page is built.
+instead of once per page. Each entry is still ``lstat``-ed fresh when its page is read;
+one read may build several consecutive pages (the read-ahead of ``_files_pages``).
 The blocking functions here run on worker threads.
 """
 
@@ -19,6 +20,8 @@ import threading
 import time
 from collections import OrderedDict
 from typing import Final
+
+import attrs
 
 from emelex.contracts import (
     FILES_PAGE_TARGET_BYTES,
@@ -137,6 +140,7 @@ _set_modified = FileEntry.__dict__["modified_ms"].__set__
 lstat = os.stat
 b2a_base64 = binascii.b2a_base64
 S_ISDIR = stat.S_ISDIR
+S_ISREG = stat.S_ISREG
 
 
 def _within_budget(names: list[bytes], start: int, prefix: int, used: int) -> list[bytes]:
@@ -175,31 +179,64 @@ def _is_private_dir(child: os.stat_result, private: frozenset[tuple[int, int]]) 
     return S_ISDIR(child.st_mode) and (child.st_dev, child.st_ino) in private
 
 
-def _entry(encoded: str, child: os.stat_result) -> FileEntry:
+#: An entry before it becomes a contract object: Base64 path, kind, size, modified_ms.
+RawEntry = tuple[str, FileKind, int | None, int | None]
+
+
+@attrs.frozen
+class RawPage:
+    """One page as the worker thread read it; :meth:`build` makes the contract object.
+    (Plain tuples until then: a batch of pages read ahead stays cheap to hold and
+    leaves the garbage collector little to trace.)"""
+
+    directory_identity: str
+    entries: list[RawEntry]
+    next_after: str | None  # the cursor leading past this page, if more may follow
+    cost: int  # estimated wire bytes
+
+    def build(self, session_id: str, path: WorkspacePath | None) -> FilesPage:
+        """The contract page (on the caller's thread: about a microsecond an entry)."""
+        entries = tuple(map(_entry, self.entries))
+        return trusted(
+            FilesPage,
+            session_id=session_id,
+            path=path,
+            directory_identity=self.directory_identity,
+            entries=entries,
+            next_after=entries[-1].path if self.next_after is not None else None,
+        )
+
+
+def _raw(encoded: str, child: os.stat_result) -> RawEntry:
     mode = child.st_mode
+    if S_ISREG(mode):
+        return (encoded, "file", child.st_size, child.st_mtime_ns // 1_000_000)
+    return (encoded, _kind(mode), None, None)
+
+
+def _entry(raw: RawEntry) -> FileEntry:
+    encoded, kind, size, modified = raw
     path = _new(WorkspacePath)
     _set_bytes(path, encoded)
     entry = _new(FileEntry)
     _set_path(entry, path)
-    if stat.S_ISREG(mode):
-        _set_kind(entry, "file")
-        _set_size(entry, child.st_size)
-        _set_modified(entry, child.st_mtime_ns // 1_000_000)
-        return entry
-    _set_kind(entry, _kind(mode))
-    _set_size(entry, None)
-    _set_modified(entry, None)
+    _set_kind(entry, kind)
+    _set_size(entry, size)
+    _set_modified(entry, modified)
     return entry
 
 
-def list_page(
+def list_pages(
     authority: FileAuthority,
     cache: NameCache,
-    session_id: str,
     path: WorkspacePath | None,
     after: WorkspacePath | None,
-) -> FilesPage:
-    """One page of ``path``'s children after ``after`` (blocking; for a worker thread)."""
+    pages: int = 1,
+    budget: int = FILES_PAGE_TARGET_BYTES,
+) -> list[RawPage]:
+    """Up to ``pages`` consecutive pages of ``path``'s children after ``after``, all from
+    one open descriptor of the directory (blocking; for a worker thread). Pages after
+    the first stop once their estimated wire bytes reach ``budget``."""
     raw = None if path is None else path.raw
     parts = split_parts(raw)
     prefix = b"" if raw is None else raw + b"/"
@@ -210,36 +247,51 @@ def list_page(
         if not after_raw.startswith(prefix) or b"/" in after_name:
             raise InvalidWorkspacePath(f"{shown(after_raw)} is not a child of {shown(raw or b'')}")
     fd, _root, info = open_directory(authority, parts)
+    found: list[RawPage] = []
+    spent = 0
     try:
         names = cache.names(authority, fd, info, parts)
         index = 0 if after_name is None else bisect.bisect_right(names, after_name)
         private = authority.private
-        # The page repeats its own path and carries the cursor (as long as an entry's).
-        used = 2 * ENTRY_OVERHEAD + 3 * len(base64.b64encode(prefix))
-        entries: list[FileEntry] = []
-        while not entries and index < len(names):  # a page of vanished names: go on
-            batch = _within_budget(names, index, len(prefix), used)
-            index += len(batch)
-            stats = _lstat_all(fd, batch, prefix)
-            entries = [
-                _entry(b2a_base64(prefix + name, newline=False).decode("ascii"), child)
-                for name, child in zip(batch, stats, strict=True)
-                if child is not None and not (private and _is_private_dir(child, private))
-            ]
+        identity = identity_text(info)
+        # A page repeats its own path and carries the cursor (as long as an entry's).
+        base = 2 * ENTRY_OVERHEAD + 3 * len(base64.b64encode(prefix))
+        while True:
+            entries: list[RawEntry] = []
+            used = base
+            while not entries and index < len(names):  # a page of vanished names: go on
+                batch = _within_budget(names, index, len(prefix), base)
+                index += len(batch)
+                stats = _lstat_all(fd, batch, prefix)
+                entries = [
+                    _raw(b2a_base64(prefix + name, newline=False).decode("ascii"), child)
+                    for name, child in zip(batch, stats, strict=True)
+                    if child is not None and not (private and _is_private_dir(child, private))
+                ]
+                # An upper bound of the entries' Base64 paths (one pass in C over the names).
+                paths = len(prefix) * len(batch) + sum(map(len, batch))
+                used += 4 * paths // 3 + (ENTRY_OVERHEAD + 4) * len(batch)
+            more = index < len(names)
+            found.append(RawPage(identity, entries, entries[-1][0] if more else None, used))
+            spent += used
+            if not more or len(found) >= pages or spent >= budget:
+                return found
     finally:
         os.close(fd)
-    more = index < len(names)
-    return trusted(
-        FilesPage,
-        session_id=session_id,
-        path=path,
-        directory_identity=identity_text(info),
-        entries=tuple(entries),
-        next_after=entries[-1].path if more else None,
-    )
+
+
+def list_page(
+    authority: FileAuthority,
+    cache: NameCache,
+    session_id: str,
+    path: WorkspacePath | None,
+    after: WorkspacePath | None,
+) -> FilesPage:
+    """One page of ``path``'s children after ``after`` (blocking; for a worker thread)."""
+    return list_pages(authority, cache, path, after)[0].build(session_id, path)
 
 
 #: The names cache of every Host in the process (keys include each session's exclusions).
 NAMES: Final = NameCache()
 
-__all__ = ["NAMES", "NameCache", "list_page", "scan_names"]
+__all__ = ["NAMES", "NameCache", "RawEntry", "RawPage", "list_page", "list_pages", "scan_names"]

@@ -129,9 +129,9 @@ from emelex.service._events import (
     WORKER_STARTED,
 )
 from emelex.service._files import NAMES as FILE_NAMES
-from emelex.service._files import list_page
 from emelex.service._files_access import FileAuthority
 from emelex.service._files_host import session_authority
+from emelex.service._files_pages import PageCache, list_files
 from emelex.service._interactions import HostApprovals
 from emelex.service._queue import Work, WorkQueue
 from emelex.service._read_file import read_stream
@@ -1348,9 +1348,11 @@ class Host:
         """One page (at most 128 entries) of the direct children of ``path`` (None: the
         workspace root) after ``after`` (a page's ``next_after``); see docs/service/files.md."""
         authority = self._file_authority(session_id)
-        return await trio.to_thread.run_sync(
-            list_page, authority, FILE_NAMES, session_id, path, after
-        )
+        return await list_files(self._file_pages, FILE_NAMES, authority, session_id, path, after)
+
+    @functools.cached_property
+    def _file_pages(self) -> PageCache:
+        return PageCache()  # pages read ahead for list_files, this Host's own
 
     @asynccontextmanager
     async def watch_files(
