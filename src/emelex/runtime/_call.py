@@ -187,8 +187,10 @@ class ActorCall(Generic[T]):
             if error is not None:
                 raise error from cancelled
             self._owner_cancelled()  # idempotent; applies it when the wait was a checkpoint
-            with trio.CancelScope(shield=True):
-                await self._done.wait()
+            if not self._done.is_set():
+                # Already ended (it ran in the same scheduler pass): no checkpoint needed.
+                with trio.CancelScope(shield=True):
+                    await self._done.wait()
             raise
         if self._error is not None:
             raise self._error
