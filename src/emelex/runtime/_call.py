@@ -187,8 +187,9 @@ class ActorCall(Generic[T]):
             if error is not None:
                 raise error from cancelled
             self._owner_cancelled()  # idempotent; applies it when the wait was a checkpoint
+            # A child that already ended (it ran earlier in the same scheduler pass)
+            # needs no wait, so no extra pass for this owner.
             if not self._done.is_set():
-                # Already ended (it ran in the same scheduler pass): no checkpoint needed.
                 with trio.CancelScope(shield=True):
                     await self._done.wait()
             raise
