@@ -30,6 +30,7 @@ The competitors need their own venv, outside the repository::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import gc
 import importlib.metadata
@@ -51,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
+import trio.testing
 
 from emelex.agent import (
     AgentCancellation,
@@ -496,6 +498,7 @@ class Settings:
     growth_turns: int
     competitors: bool
     profile: bool
+    profile_cancel: str | None
 
 
 def parse_settings(argv: list[str] | None = None) -> Settings:
@@ -507,6 +510,12 @@ def parse_settings(argv: list[str] | None = None) -> Settings:
     parser.add_argument("--no-competitors", action="store_true")
     parser.add_argument(
         "--profile", action="store_true", help="only profile emelex tool-round turns (cProfile)"
+    )
+    parser.add_argument(
+        "--profile-cancel",
+        choices=("agent", "scope"),
+        help="only profile the cancellation window (cancel() until every run raised) of "
+        "100 sessions, by AgentCancellation or an enclosing scope, and count task steps",
     )
     args = parser.parse_args(argv)
     quick = bool(args.quick)
@@ -523,6 +532,7 @@ def parse_settings(argv: list[str] | None = None) -> Settings:
         growth_turns=200 if quick else 1_000,
         competitors=not args.no_competitors,
         profile=bool(args.profile),
+        profile_cancel=args.profile_cancel,
     )
 
 
@@ -605,8 +615,92 @@ def profile_turns(turns: int) -> None:
         pstats.Stats(profiler).strip_dirs().sort_stats(order).print_stats(15)
 
 
+class _StepCounter(trio.abc.Instrument):
+    """Counts task steps while ``on``."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.steps = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if self.on:
+            self.steps += 1
+
+
+def profile_cancellation(mode: str, sessions_count: int, repetitions: int) -> None:
+    """cProfile of the cancellation window alone (from ``cancel()`` until every
+    ``session.run`` has raised), and the task steps it takes against bare Trio's."""
+    profiler = cProfile.Profile()
+    counter = _StepCounter()
+
+    async def cancel_once(sessions: list[AgentSession], tool: WaitTool) -> None:
+        tool.expect(len(sessions))
+        cancellation = AgentCancellation()
+
+        async def one(session: AgentSession) -> None:
+            with contextlib.suppress(TurnCancelled):
+                await session.run("go", cancellation=cancellation)
+
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+                for session in sessions:
+                    nursery.start_soon(one, session)
+                await tool.all_started.wait()
+                counter.steps, counter.on = 0, True
+                profiler.enable()
+                if mode == "agent":
+                    cancellation.cancel()
+                else:
+                    scope.cancel()
+        profiler.disable()
+        counter.on = False
+
+    async def bare_steps() -> int:
+        never = trio.Event()
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+                for _ in range(sessions_count):
+                    nursery.start_soon(never.wait)
+                await trio.testing.wait_all_tasks_blocked()
+                counter.steps, counter.on = 0, True
+                scope.cancel()
+        counter.on = False
+        return counter.steps
+
+    async def run(workspace: str) -> None:
+        trio.lowlevel.add_instrument(counter)
+        tool = WaitTool()
+        rounds: list[list[Step]] = [[Call("wait", {})]] * repetitions
+        sessions = [
+            build_session(ScriptedModel(rounds), workspace, tool) for _ in range(sessions_count)
+        ]
+        steps: list[int] = []
+        try:
+            for _ in range(repetitions):
+                await cancel_once(sessions, tool)
+                steps.append(counter.steps)
+        finally:
+            for session in sessions:
+                session.close()
+        bare = await bare_steps()
+        say(
+            f"task steps from cancel() until every run raised ({mode}, {sessions_count} "
+            f"sessions): median {statistics.median(steps):.0f}; bare Trio: {bare}"
+        )
+
+    with tempfile.TemporaryDirectory(prefix="emelex-bench-") as workspace:
+        trio.run(run, workspace)
+    for order in ("tottime", "cumulative"):
+        pstats.Stats(profiler).strip_dirs().sort_stats(order).print_stats(25)
+
+
 def main(argv: list[str] | None = None) -> None:
     settings = parse_settings(argv)
+    if settings.profile_cancel is not None:
+        profile_cancellation(
+            settings.profile_cancel, settings.cancel_sessions, settings.cancel_repetitions
+        )
+        return
     if settings.profile:
         profile_turns(settings.turns)
         return

@@ -324,6 +324,26 @@ def test_sizes_accumulate_over_the_turn() -> None:
     assert isinstance(core.size, RequestSize)
 
 
+@pytest.mark.parametrize("strip", [False, True])
+def test_batch_and_checkpoint_sizes_equal_measuring_their_messages(strip: bool) -> None:
+    # The round check's measurement of the assistant message is reused, never re-measured.
+    calls = (ToolCall("a", "read", {"path": "é" * 7}), ToolCall("b", "write", {"path": "2"}))
+    done = make_core(strip=strip)
+    a, b = run_batch(done, *calls)
+    done.record_result(a, ToolOutput("one"), True)
+    done.record_result(b, ToolOutput("two"), True)
+    done.finish_batch()
+    assert done.size == measure_messages(done.messages)
+    cancelled = make_core(strip=strip)
+    cancelled.begin_round()
+    respond(cancelled, response=Response("", tool_calls=calls, reasoning="why"))
+    plan, _ = cancelled.end_round()
+    cancelled.tool_started(plan[0].call.id)
+    resolution = cancelled.abort()
+    assert cancelled.size == measure_messages(resolution.messages)
+    assert (resolution.messages[1].reasoning is None) is strip
+
+
 def test_committed_turn_can_be_aborted_by_a_late_failure() -> None:
     plain = make_core()
     plain.begin_round()

@@ -290,3 +290,56 @@ async def test_a_failing_cancel_callback_surfaces_from_result() -> None:
                     async with trio.open_nursery() as helper:
                         helper.start_soon(cancel_owner)
                         await call.result()
+
+
+class _Steps(trio.abc.Instrument):
+    """Records each step of the tasks it watches."""
+
+    def __init__(self, watched: dict[trio.lowlevel.Task, str]) -> None:
+        self.watched = watched
+        self.log: list[str] = []
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task in self.watched:
+            self.log.append(self.watched[task])
+
+
+@pytest.mark.parametrize(
+    "policy", [CancellationPolicy.AWAIT_COMPLETION, CancellationPolicy.FINISH_ONCE_STARTED]
+)
+async def test_a_cancelled_owner_is_not_scheduled_until_its_kept_child_ends(
+    policy: CancellationPolicy,
+) -> None:
+    # The owner waits for the child anyway: it stays blocked (no step of its own) while
+    # the signalled child finishes, then raises its cancellation in one step.
+    watched: dict[trio.lowlevel.Task, str] = {}
+
+    async def listener(ctx: ActorContext) -> str:
+        watched[trio.lowlevel.current_task()] = "child"
+        await ctx.start_point()
+        await ctx.wait_cancel_requested()
+        for _ in range(3):
+            await trio.lowlevel.checkpoint()  # cleanup after the signal: several steps
+        return "stopped"
+
+    steps = _Steps(watched)
+    async with open_supervisor("s") as sup:
+        with trio.fail_after(5), trio.CancelScope() as owner_scope:
+            async with sup.open_actor("turn", "t") as turn:
+                call = turn.call(listener, kind="tool", name="l", policy=policy)
+
+                async def cancel_owner() -> None:
+                    await trio.testing.wait_all_tasks_blocked()
+                    trio.lowlevel.add_instrument(steps)
+                    owner_scope.cancel()
+
+                watched[trio.lowlevel.current_task()] = "owner"
+                async with trio.open_nursery() as helper:
+                    helper.start_soon(cancel_owner)
+                    try:
+                        await call.result()
+                    finally:
+                        trio.lowlevel.remove_instrument(steps)
+        assert owner_scope.cancelled_caught
+        assert call.value == "stopped"
+        assert steps.log == ["child"] * 4 + ["owner"]

@@ -223,6 +223,9 @@ class TurnCore:
         self._answer: list[str] = []
         self._reasoning: list[str] = []
         self._response: Response | None = None
+        # The round check's assistant message and its size, for the response it was
+        # built from: the batch (or a cancelled turn's checkpoint) reuses both.
+        self._measured: tuple[Response, Message, RequestSize] | None = None
         self._batch: list[PlannedCall] = []
         self._results: dict[str, tuple[ToolOutput, bool]] = {}
         self._started: set[str] = set()
@@ -347,7 +350,10 @@ class TurnCore:
         results = RequestSize(
             len(calls), 0, 0, sum(len("tool") + utf8_len(call.id) for call in calls), 0
         )
-        total = self._protected + measure_message(self._assistant_message(response)) + results
+        assistant = self._assistant_message(response)
+        cost = measure_message(assistant)
+        self._measured = (response, assistant, cost)
+        total = self._protected + cost + results
         excess = first_excess(total, 0, ceilings)
         if excess is not None:
             name, maximum, actual = excess
@@ -485,13 +491,12 @@ class TurnCore:
     def _batch_messages(self, results: dict[str, ToolOutput]) -> list[Message]:
         assert self._response is not None
         return [
-            self._assistant_message(self._response),
+            self._assistant()[0],
             *(results[item.call.id].to_message(item.call.id) for item in self._batch),
         ]
 
     def _append_batch(self, results: dict[str, ToolOutput]) -> None:
-        assert self._response is not None
-        self._append(self._assistant_message(self._response))
+        self._append(*self._assistant())
         for item in self._batch:
             self._append(results[item.call.id].to_message(item.call.id))
         self._batch = []
@@ -503,8 +508,20 @@ class TurnCore:
             "assistant", response.text, tool_calls=response.tool_calls, reasoning=reasoning
         )
 
-    def _append(self, message: Message) -> None:
-        cost = measure_message(message)
+    def _assistant(self) -> tuple[Message, RequestSize]:
+        """The current response as an assistant message, and its size (measured once:
+        the round check already built and measured it for a round with tool calls)."""
+        response = self._response
+        assert response is not None
+        measured = self._measured
+        if measured is not None and measured[0] is response:
+            return measured[1], measured[2]
+        message = self._assistant_message(response)
+        return message, measure_message(message)
+
+    def _append(self, message: Message, cost: RequestSize | None = None) -> None:
+        if cost is None:
+            cost = measure_message(message)
         self._messages.append(message)
         self._costs.append(cost)
         self._size = self._size + cost

@@ -49,6 +49,7 @@ class ActorCall(Generic[T]):
         "_ctx",
         "_done",
         "_error",
+        "_raise_cancel",
         "_scope",
         "_value",
         "_waiter",
@@ -75,6 +76,8 @@ class ActorCall(Generic[T]):
         self._error: Exception | None = None
         self._waiter: trio.lowlevel.Task | None = None
         self._abort_error: BaseException | None = None
+        # The owner's pending cancellation, raised once a child kept running has ended.
+        self._raise_cancel: Callable[[], object] | None = None
 
     @property
     def value(self) -> T | None:
@@ -160,16 +163,23 @@ class ActorCall(Generic[T]):
             raise RuntimeError(f"{self.actor.describe()} already has a task awaiting result()")
         self._waiter = trio.lowlevel.current_task()
 
-        def abort(_raise_cancel: Any) -> trio.lowlevel.Abort:
-            self._waiter = None
+        def abort(raise_cancel: Callable[[], object]) -> trio.lowlevel.Abort:
             if self._drops_on_cancel():
+                self._waiter = None
                 return trio.lowlevel.Abort.SUCCEEDED  # result() drops it, as always
             try:
                 self._owner_cancelled()
             except BaseException as exc:
                 # An abort function must not raise: result() raises it instead.
+                self._waiter = None
                 self._abort_error = exc
-            return trio.lowlevel.Abort.SUCCEEDED
+                return trio.lowlevel.Abort.SUCCEEDED
+            # The owner waits for the child anyway: it stays blocked here until the
+            # child's end reschedules it, then result() raises the cancellation (the
+            # second way wait_task_rescheduled documents). Not woken now, it costs
+            # the scheduler no step before the child has ended.
+            self._raise_cancel = raise_cancel
+            return trio.lowlevel.Abort.FAILED
 
         await trio.lowlevel.wait_task_rescheduled(abort)
 
@@ -187,9 +197,15 @@ class ActorCall(Generic[T]):
             if error is not None:
                 raise error from cancelled
             self._owner_cancelled()  # idempotent; applies it when the wait was a checkpoint
-            with trio.CancelScope(shield=True):
-                await self._done.wait()
+            # A child that already ended (it ran earlier in the same scheduler pass)
+            # needs no wait, so no extra pass for this owner.
+            if not self._done.is_set():
+                with trio.CancelScope(shield=True):
+                    await self._done.wait()
             raise
+        raise_cancel, self._raise_cancel = self._raise_cancel, None
+        if raise_cancel is not None:
+            raise_cancel()  # the child has ended: now the owner's cancellation proceeds
         if self._error is not None:
             raise self._error
         if self.dropped:

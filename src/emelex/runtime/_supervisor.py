@@ -98,6 +98,8 @@ class Supervisor:
 
         Leaked actors are re-homed as roots so diagnostics keep showing them until they end.
         """
+        if not actor.children:  # the common case: no walk, no list
+            return
         leaked = list(actor.walk())
         if not leaked:
             return

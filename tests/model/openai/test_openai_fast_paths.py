@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import pytest
 
-from emelex.model import TextDelta
+from emelex.model import ReasoningDelta, TextDelta
 from emelex.model.openai import ChunkAssembler, ChunkTooLarge, MalformedChunk, SSEEvent, SSEParser
 from emelex.model.openai._assembly import _loads
 
@@ -61,3 +62,17 @@ def test_held_cr_then_lf_is_one_line_end() -> None:
     assert parser.feed(b"data: x\r") == []
     assert parser.feed(b"\n\r") == []
     assert parser.feed(b"\n") == [SSEEvent("x")]
+
+
+def test_streamed_deltas_are_the_same_frozen_values_as_validated_ones() -> None:
+    # The assembler builds deltas without re-running the validator it already passed.
+    events = ChunkAssembler().feed_chunk(
+        {"choices": [{"delta": {"content": "tok", "reasoning_content": "why"}}]}
+    )
+    assert events == [TextDelta("tok"), ReasoningDelta("why")]
+    assert [type(event) for event in events] == [TextDelta, ReasoningDelta]
+    assert hash(events[0]) == hash(TextDelta("tok"))
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        events[0].text = "other"  # type: ignore[misc]
+    with pytest.raises(MalformedChunk, match="not a string"):
+        ChunkAssembler().feed_chunk({"choices": [{"delta": {"content": 5}}]})

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from emelex.model._events import FinishReason, ReasoningDelta, Response, TextDelta, Usage
 from emelex.model._messages import ToolCall
@@ -198,7 +198,7 @@ class ChunkAssembler:
                 raise MalformedChunk("delta.content is not a string", excerpt=_excerpt(content))
             if content:
                 self._text.append(content)
-                events.append(TextDelta(content))
+                events.append(_delta_of(TextDelta, content))
         reasoning = delta.get("reasoning_content")
         if reasoning is None:
             reasoning = delta.get("reasoning")
@@ -207,7 +207,7 @@ class ChunkAssembler:
                 raise MalformedChunk("delta reasoning is not a string", excerpt=_excerpt(reasoning))
             if reasoning:
                 self._reasoning.append(reasoning)
-                events.append(ReasoningDelta(reasoning))
+                events.append(_delta_of(ReasoningDelta, reasoning))
         calls = delta.get("tool_calls")
         if calls is not None:
             if not isinstance(calls, list):
@@ -337,3 +337,14 @@ def _usage(usage: Any) -> Usage:
     if not isinstance(usage, dict):
         raise MalformedChunk("usage is not an object", excerpt=_excerpt(usage))
     return Usage(_count(usage, "prompt_tokens"), _count(usage, "completion_tokens"))
+
+
+_Delta = TypeVar("_Delta", TextDelta, ReasoningDelta)
+
+
+def _delta_of(kind: type[_Delta], text: str) -> _Delta:
+    """``kind(text)`` for a ``text`` already checked to be a string: without the
+    validator's call (one of these per streamed chunk)."""
+    delta = object.__new__(kind)
+    object.__setattr__(delta, "text", text)
+    return delta
