@@ -20,6 +20,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
+import socket
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -31,7 +34,7 @@ import trio
 
 from emelex._errors import SerializationError
 from emelex.model import Message, from_json, to_json
-from emelex.runtime import DedicatedWorker, WorkerJob, open_dedicated_worker
+from emelex.runtime import DedicatedWorker, WorkerJob, WorkerJobAborted, open_dedicated_worker
 from emelex.store._errors import (
     LeaseLost,
     OperationConflict,
@@ -81,6 +84,9 @@ DEFAULT_POOL_SIZE: Final = 4
 MAX_POOL_SIZE: Final = 32
 #: A statement running longer fails (a blocked database never holds a Host forever).
 DEFAULT_STATEMENT_SECONDS: Final = 30.0
+#: How long opening a connection may take (libpq ``connect_timeout``, unless the
+#: connection string sets one): a reconnect through a silent network fails, not hangs.
+DEFAULT_CONNECT_SECONDS: Final = 10
 #: How long the listener waits for a notification before it checks for cancellation.
 _LISTEN_POLL_SECONDS: Final = 0.2
 
@@ -109,22 +115,64 @@ _SELECT_ROWS: Final = (
 
 
 class _Connection:
-    """One worker's connection, opened again after it broke (the next job reconnects)."""
+    """One worker's connection, opened again after it broke (the next job reconnects).
+
+    A job that its caller gave up on (cancelled: a timeout, a lease that lapsed) may be
+    blocked on a socket nobody answers (a partitioned network): :meth:`interrupt` shuts
+    that socket down from the Trio thread, so the job fails at once and the worker is
+    free again; the next job reconnects (within ``connect_timeout``)."""
 
     def __init__(self, dsn: str, where: str, statement_seconds: float) -> None:
         self._dsn = dsn
         self._where = where
-        self._options = f"-c statement_timeout={int(statement_seconds * 1000)}"
+        # A transaction left idle (its client cut off mid-transaction) is ended by the
+        # server too, so its row locks do not hold other Hosts up forever.
+        milliseconds = int(statement_seconds * 1000)
+        self._options = (
+            f"-c statement_timeout={milliseconds}"
+            f" -c idle_in_transaction_session_timeout={milliseconds}"
+        )
+        self._extra: dict[str, Any] = {}
+        with contextlib.suppress(psycopg.Error):
+            if "connect_timeout" not in psycopg.conninfo.conninfo_to_dict(dsn):
+                self._extra["connect_timeout"] = DEFAULT_CONNECT_SECONDS
         self._db: _Db | None = None
+        self._lock = threading.Lock()
+        self._active: tuple[object, int] | None = None  # (job, socket) while a job runs
 
     def get(self) -> _Db:
         if self._db is None or self._db.closed or self._db.broken:
             if self._db is not None:
                 self._db.close()
             self._db = psycopg.connect(
-                self._dsn, autocommit=True, options=self._options, application_name="emelex"
+                self._dsn,
+                autocommit=True,
+                options=self._options,
+                application_name="emelex",
+                **self._extra,
             )
         return self._db
+
+    def begin(self, job: object) -> _Db:
+        """On the worker thread: the connection for ``job``, which may be interrupted."""
+        db = self.get()
+        with self._lock:
+            self._active = (job, db.pgconn.socket)
+        return db
+
+    def end(self) -> None:
+        with self._lock:
+            self._active = None
+
+    def interrupt(self, job: object) -> None:
+        """From any thread: break the connection if ``job`` still runs on it."""
+        with self._lock:
+            if self._active is None or self._active[0] is not job:
+                return
+            # A duplicate of the descriptor: shutting it down ends the shared socket
+            # (libpq's own descriptor stays valid and is closed by psycopg later).
+            with contextlib.suppress(OSError), socket.socket(fileno=os.dup(self._active[1])) as s:
+                s.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
         if self._db is not None:
@@ -149,12 +197,31 @@ class PostgresStore:
     async def _run(self, fn: Callable[[_Db], T], session_id: str | None = None) -> T:
         # The least busy connection: a statement waiting on a row lock holds only its own.
         worker = min(self._pool, key=lambda w: w.outstanding)
+        ran_on: list[_Connection] = []
 
         def job(handle: WorkerJob[_Connection, T]) -> T:
-            return fn(handle.resource.get())
+            connection = handle.resource
+            ran_on.append(connection)
+            try:
+                db = connection.begin(handle)
+                if handle.aborted:  # cancelled while it started: interrupt() came too early
+                    raise WorkerJobAborted("the caller gave up before the statement")
+                return fn(db)
+            finally:
+                connection.end()
 
         try:
-            return await worker.run(job)
+            async with worker.job(job) as handle:
+                try:
+                    async for _ in handle.batches():
+                        pass  # until it left the worker (it emits nothing)
+                except trio.Cancelled:
+                    # Given up: a statement stuck on a silent network must not keep the
+                    # caller (shielded until the job leaves) nor the worker.
+                    if ran_on:
+                        ran_on[0].interrupt(handle)
+                    raise
+                return await handle.result()
         except psycopg.Error as exc:
             raise StoreError(f"store {self.path}: {_describe(exc)}") from exc
 
