@@ -50,6 +50,11 @@ from emelex.runtime import open_supervisor
 from emelex.service import Host, ScaleOut
 from emelex.store import Position, Store, open_sqlite_store
 from emelex.store.postgres import PostgresStore, open_postgres_store
+from emelex.store.postgres._store import (
+    DEFAULT_STATEMENT_SECONDS,
+    connection_options,
+    page_query,
+)
 
 TURN = [
     Message("user", "read the notes and summarize them"),
@@ -57,6 +62,7 @@ TURN = [
     Message("assistant", "They say the build is green."),
     Message("assistant", "Summary: green build, nothing to do."),
 ]
+#: The bare keyset query (the fence known), for the threads-against-asyncio comparison.
 PAGE_QUERY = (
     "SELECT source_sequence, item_index, turn_id, role, internal, tool_name, tool_call_id,"
     " body, thinking, tool_calls, message FROM rows WHERE session_id=%s"
@@ -106,16 +112,21 @@ async def pages_per_second(store: Store, session_id: str, count: int, rows: int)
 
 
 def raw_pages_per_second(dsn: str, session_id: str, count: int, rows: int) -> float:
+    """The store's own page statement (fence and keyset rows in one round trip), run
+    through psycopg on the calling thread with the store's connection settings, every
+    row fetched as a tuple: what a page read costs before the store's own work."""
     rng = random.Random(3)
     positions = [rng.randrange(1, rows // 4 * 5) for _ in range(count)]
-    with psycopg.connect(dsn, autocommit=True) as db:
-        fence = db.execute("SELECT last_sequence FROM sessions WHERE id=%s", (session_id,))
-        row = fence.fetchone()
-        assert row is not None
+    query = page_query(include_internal=False)
+    with psycopg.connect(
+        dsn,
+        autocommit=True,
+        options=connection_options(DEFAULT_STATEMENT_SECONDS),
+        application_name="emelex",
+    ) as db:
         start = time.perf_counter()
         for after in positions:
-            db.execute("SELECT last_sequence FROM sessions WHERE id=%s", (session_id,))
-            db.execute(PAGE_QUERY, (session_id, row[0], after, 0, 101)).fetchall()
+            db.execute(query, (None, after, 0, 101, session_id)).fetchall()
         return count / (time.perf_counter() - start)
 
 

@@ -82,71 +82,72 @@ async def test_a_partitioned_holder_loses_its_lease_and_its_commit_is_refused(
         open_freezable_proxy(target) as proxy,
     ):
         cut_off = f"host=127.0.0.1 port={proxy.port} user=postgres dbname={dbname}"
-        async with (
-            Host.open(
-                tmp_path / "a", agents={"helper": agent(gated)}, store=cut_off, scale_out=FAST
-            ) as a,
-            Host.open(
+        open_a = Host.open(
+            tmp_path / "a", agents={"helper": agent(gated)}, store=cut_off, scale_out=FAST
+        )
+        async with open_a as a:
+            assert proxy.connections >= 2  # A's pool and listener go through the proxy
+            session_id = (await a.create_session("helper", tmp_path, operation="c")).session.id
+            await a.send(session_id, "long-task", operation="long")
+            with trio.fail_after(20):
+                await gated.reached.wait()  # A runs the turn, so it holds the lease
+            open_b = Host.open(
                 tmp_path / "b",
                 agents={"helper": agent(answers("b"))},
                 store=postgres_dsn,
                 scale_out=FAST,
-            ) as b,
-        ):
-            assert proxy.connections >= 2  # A's pool and listener go through the proxy
-            session_id = (await a.create_session("helper", tmp_path, operation="c")).session.id
-            await known_everywhere([b], session_id)
-            await a.send(session_id, "long-task", operation="long")
-            with trio.fail_after(20):
-                await gated.reached.wait()  # A runs the turn, so it holds the lease
-            assert a._cluster is not None and a._cluster.holds(session_id)
+            )
+            # B starts now (it finds the turn running, so it cannot take it first).
+            async with open_b as b:
+                await known_everywhere([b], session_id)
+                assert a._cluster is not None and a._cluster.holds(session_id)
 
-            # A's model answers; A records the request (the first append), then sends
-            # the turn's commit (the second): the network freezes under that statement.
-            proxy.freeze_at(b"FOR NO KEY UPDATE", 2)
-            gated.gate.set()
-            with trio.fail_after(20):
-                await proxy.froze.wait()
-            await b.send(session_id, "next-task", operation="next")
-            seen: list[object] = []
-            with trio.fail_after(30):
-                # B takes the lapsed lease, settles A's turn, runs the queued send.
-                await rows_seen(b, session_id, 2, seen)  # type: ignore[arg-type]
-            before_thaw = await drained(store, session_id, seconds=30)
-            # A's lease actor gave the lease up by its clock, its renewal never answered.
-            assert logged(caplog, f"the lease of session {session_id} lapsed")
-            assert not a._cluster.holds(session_id)
-            assert not logged(caplog, "the database refused a write")
+                # A's model answers; A records the request (the first append), then sends
+                # the turn's commit (the second): the network freezes under that statement.
+                proxy.freeze_at(b"FOR NO KEY UPDATE", 2)
+                gated.gate.set()
+                with trio.fail_after(20):
+                    await proxy.froze.wait()
+                await b.send(session_id, "next-task", operation="next")
+                seen: list[object] = []
+                with trio.fail_after(30):
+                    # B takes the lapsed lease, settles A's turn, runs the queued send.
+                    await rows_seen(b, session_id, 2, seen)  # type: ignore[arg-type]
+                before_thaw = await drained(store, session_id, seconds=30)
+                # A's lease actor gave the lease up by its clock, its renewal never answered.
+                assert logged(caplog, f"the lease of session {session_id} lapsed")
+                assert not a._cluster.holds(session_id)
+                assert not logged(caplog, "the database refused a write")
 
-            proxy.thaw()
-            with trio.fail_after(30):
-                while not logged(caplog, "turn abandoned"):  # noqa: ASYNC110
-                    await trio.sleep(0.02)  # A's worker thread delivers the stalled commit
-            # The stalled commit reached the database and the fencing token refused it.
-            assert logged(caplog, f"session {session_id}: the database refused a write")
-            assert proxy.sent_after_thaw > 0
-            after = await log_of(store, session_id)
-            assert after == before_thaw  # nothing of A's turn committed, nothing twice
-            starts = [e.payload["invocationId"] for e in after if e.kind == "queue.started"]
-            assert len(starts) == len(set(starts)) == 2
-            finished = {
-                e.payload["invocationId"]: e.payload["outcome"]
-                for e in after
-                if e.kind == "queue.finished"
-            }
-            assert sorted(finished.values()) == ["completed", "interrupted"]
-            assert all("a answer" not in str(e.payload) for e in after if e.kind in ROW_KINDS)
-            page = await store.history_page(session_id)
-            assert [r.fields.body for r in page.rows] == ["next-task", "b answer 0"]
+                proxy.thaw()
+                with trio.fail_after(30):
+                    while not logged(caplog, "turn abandoned"):  # noqa: ASYNC110
+                        await trio.sleep(0.02)  # A's worker thread delivers the stalled commit
+                # The stalled commit reached the database and the fencing token refused it.
+                assert logged(caplog, f"session {session_id}: the database refused a write")
+                assert proxy.sent_after_thaw > 0
+                after = await log_of(store, session_id)
+                assert after == before_thaw  # nothing of A's turn committed, nothing twice
+                starts = [e.payload["invocationId"] for e in after if e.kind == "queue.started"]
+                assert len(starts) == len(set(starts)) == 2
+                finished = {
+                    e.payload["invocationId"]: e.payload["outcome"]
+                    for e in after
+                    if e.kind == "queue.finished"
+                }
+                assert sorted(finished.values()) == ["completed", "interrupted"]
+                assert all("a answer" not in str(e.payload) for e in after if e.kind in ROW_KINDS)
+                page = await store.history_page(session_id)
+                assert [r.fields.body for r in page.rows] == ["next-task", "b answer 0"]
 
-            # A's connections recovered (one was shut down mid-renewal): it admits
-            # again, and the work runs on the lease holder.
-            with trio.fail_after(30):
-                receipt = await a.send(session_id, "again-task", operation="again")
-            events = await drained(store, session_id, seconds=30)
-            admitted = [e for e in events if e.kind == "queue.admitted"]
-            assert [e.payload["operation"] for e in admitted] == ["long", "next", "again"]
-            assert admitted[-1].payload["invocationId"] == receipt.invocation_id
-            page = await store.history_page(session_id)
-            assert [r.fields.body for r in page.rows][:2] == ["next-task", "b answer 0"]
-            assert "again-task" in [r.fields.body for r in page.rows]
+                # A's connections recovered (one was shut down mid-renewal): it admits
+                # again, and the work runs on the lease holder.
+                with trio.fail_after(30):
+                    receipt = await a.send(session_id, "again-task", operation="again")
+                events = await drained(store, session_id, seconds=30)
+                admitted = [e for e in events if e.kind == "queue.admitted"]
+                assert [e.payload["operation"] for e in admitted] == ["long", "next", "again"]
+                assert admitted[-1].payload["invocationId"] == receipt.invocation_id
+                page = await store.history_page(session_id)
+                assert [r.fields.body for r in page.rows][:2] == ["next-task", "b answer 0"]
+                assert "again-task" in [r.fields.body for r in page.rows]

@@ -74,9 +74,13 @@ from emelex.store._sqlite import (
     _count,
     _json_object,
     _number,
+    _position,
+    _row_fields,
+    _stored_row,
     _text,
     _title,
 )
+from emelex.store.postgres._reader import TrioReader
 from emelex.store.postgres._schema import CHANNEL, prepare
 
 #: Connections (each on its own worker thread) a store opens by default.
@@ -125,17 +129,7 @@ class _Connection:
     def __init__(self, dsn: str, where: str, statement_seconds: float) -> None:
         self._dsn = dsn
         self._where = where
-        # A transaction left idle (its client cut off mid-transaction) is ended by the
-        # server too, so its row locks do not hold other Hosts up forever.
-        milliseconds = int(statement_seconds * 1000)
-        self._options = (
-            f"-c statement_timeout={milliseconds}"
-            f" -c idle_in_transaction_session_timeout={milliseconds}"
-        )
-        self._extra: dict[str, Any] = {}
-        with contextlib.suppress(psycopg.Error):
-            if "connect_timeout" not in psycopg.conninfo.conninfo_to_dict(dsn):
-                self._extra["connect_timeout"] = DEFAULT_CONNECT_SECONDS
+        self._statement_seconds = statement_seconds
         self._db: _Db | None = None
         self._lock = threading.Lock()
         self._active: tuple[object, int] | None = None  # (job, socket) while a job runs
@@ -144,13 +138,7 @@ class _Connection:
         if self._db is None or self._db.closed or self._db.broken:
             if self._db is not None:
                 self._db.close()
-            self._db = psycopg.connect(
-                self._dsn,
-                autocommit=True,
-                options=self._options,
-                application_name="emelex",
-                **self._extra,
-            )
+            self._db = connect(self._dsn, self._statement_seconds)
         return self._db
 
     def begin(self, job: object) -> _Db:
@@ -179,6 +167,68 @@ class _Connection:
             self._db.close()
 
 
+def connect(dsn: str, statement_seconds: float) -> _Db:
+    """A store connection (blocking): autocommit, the server settings of
+    :func:`connection_options`, and ``connect_timeout`` unless ``dsn`` sets one."""
+    extra: dict[str, Any] = {}
+    with contextlib.suppress(psycopg.Error):
+        if "connect_timeout" not in psycopg.conninfo.conninfo_to_dict(dsn):
+            extra["connect_timeout"] = DEFAULT_CONNECT_SECONDS
+    return psycopg.connect(
+        dsn,
+        autocommit=True,
+        options=connection_options(statement_seconds),
+        application_name="emelex",
+        **extra,
+    )
+
+
+def connection_options(statement_seconds: float) -> str:
+    """The server settings of every store connection: a statement running longer than
+    ``statement_seconds`` fails, and a transaction left idle that long (its client cut
+    off mid-transaction) is ended by the server, so its row locks do not hold other
+    Hosts up forever."""
+    milliseconds = int(statement_seconds * 1000)
+    return (
+        f"-c statement_timeout={milliseconds} -c idle_in_transaction_session_timeout={milliseconds}"
+    )
+
+
+def page_query(include_internal: bool) -> str:
+    """The one statement of a history page: the session's fence, then (joined laterally,
+    NULLs when there are none) the rows of the keyset page under it. Parameters:
+    ``(through or NULL, after_sequence, after_index, limit, session_id)``; no row at all
+    means no such session. ``benchmarks/store.py`` runs this same SQL as its baseline."""
+    return (
+        "SELECT s.last_sequence, r.* FROM sessions s LEFT JOIN LATERAL ("
+        + _SELECT_ROWS
+        + " WHERE rows.session_id=s.id"
+        " AND source_sequence<=COALESCE(%s::bigint, s.last_sequence)"
+        " AND (source_sequence, item_index) > (%s, %s)"
+        + ("" if include_internal else " AND NOT internal")
+        + " ORDER BY source_sequence, item_index LIMIT %s) r ON true WHERE s.id=%s"
+    )
+
+
+#: The page statements for the reader: (prepared name, SQL with $n placeholders) by
+#: ``include_internal``.
+_NATIVE_PAGE: Final = {
+    internal: (
+        f"emelex_page_{int(internal)}".encode(),
+        (page_query(internal) % ("$1", "$2", "$3", "$4", "$5")).encode(),
+    )
+    for internal in (False, True)
+}
+_EVENTS_AFTER: Final = (
+    "SELECT sequence, kind, turn_id, at, payload FROM events"
+    " WHERE session_id=%s AND sequence>%s ORDER BY sequence LIMIT %s"
+)
+_NATIVE_EVENTS_AFTER: Final = (
+    b"emelex_events_after",
+    (_EVENTS_AFTER % ("$1", "$2", "$3")).encode(),
+)
+
+
 #: Rows one search page hands to the matcher (every row is a candidate here).
 SEARCH_PAGE_ROWS: Final = 500
 
@@ -188,8 +238,16 @@ class PostgresStore:
     Create with :func:`open_postgres_store`. The same contract as :class:`SqliteStore`
     (see :class:`Store`), plus leases and notifications for several Hosts."""
 
-    def __init__(self, pool: Sequence[DedicatedWorker[_Connection]], where: str, dsn: str) -> None:
+    def __init__(
+        self,
+        pool: Sequence[DedicatedWorker[_Connection]],
+        where: str,
+        dsn: str,
+        reader: TrioReader | None = None,
+    ) -> None:
         self._pool = tuple(pool)
+        #: Pages are read from the Trio thread when this connection is free.
+        self._reader = reader
         self._dsn = dsn  # in memory only: never logged, never stored
         #: The database, named without credentials.
         self.path = where
@@ -222,6 +280,19 @@ class PostgresStore:
                         ran_on[0].interrupt(handle)
                     raise
                 return await handle.result()
+        except psycopg.Error as exc:
+            raise StoreError(f"store {self.path}: {_describe(exc)}") from exc
+
+    async def _fetch(
+        self, query: str, native: tuple[bytes, bytes], values: Sequence[object]
+    ) -> list[Any]:
+        """Every row of a read statement: from the Trio thread when its connection is
+        free (see ``_reader.py``), else on a worker thread."""
+        reader = self._reader
+        if reader is None or reader.busy:
+            return await self._run(lambda db: db.execute(query, values).fetchall())
+        try:
+            return await reader.fetch(*native, values)
         except psycopg.Error as exc:
             raise StoreError(f"store {self.path}: {_describe(exc)}") from exc
 
@@ -571,6 +642,27 @@ class PostgresStore:
         row = await self._run(find, session_id)
         return None if row is None else Position(int(row[0]), int(row[1]))
 
+    async def _page(
+        self,
+        session_id: str,
+        through: int | None,
+        after: Position | None,
+        limit: int,
+        include_internal: bool,
+    ) -> tuple[int, list[Any]]:
+        """The fence and up to ``limit + 1`` raw rows (``_SELECT_PAGE``'s columns after
+        the first) in one statement, so one round trip."""
+        if limit < 1 or limit > MAX_PAGE_ROWS:
+            raise ValueError(f"limit must be between 1 and {MAX_PAGE_ROWS}")
+        start = after if after is not None else Position(0, -1)
+        query = page_query(include_internal)
+        values = (through, start.source_sequence, start.item_index, limit + 1, session_id)
+        rows = await self._fetch(query, _NATIVE_PAGE[include_internal], values)
+        if not rows:
+            raise SessionNotFound(f"no stored session {session_id}")
+        fence = int(rows[0][0]) if through is None else through
+        return fence, [] if rows[0][1] is None else rows
+
     async def history_page(
         self,
         session_id: str,
@@ -582,33 +674,27 @@ class PostgresStore:
     ) -> RowPage:
         """Rows after ``after`` (exclusive) published by events up to ``through`` (None:
         the newest event, returned as the page's fence), at most ``limit`` of them."""
-        if limit < 1 or limit > MAX_PAGE_ROWS:
-            raise ValueError(f"limit must be between 1 and {MAX_PAGE_ROWS}")
-        start = after if after is not None else Position(0, -1)
-        query = (
-            _SELECT_ROWS + " WHERE session_id=%s AND source_sequence<=%s"
-            " AND (source_sequence, item_index) > (%s, %s)"
-            + ("" if include_internal else " AND NOT internal")
-            + " ORDER BY source_sequence, item_index LIMIT %s"
-        )
-
-        def page(db: _Db) -> Any:
-            # Every row at or below a committed last_sequence was committed with it, so
-            # the fence and the rows need no shared snapshot.
-            row = db.execute(
-                "SELECT last_sequence FROM sessions WHERE id=%s", (session_id,)
-            ).fetchone()
-            if row is None:
-                raise SessionNotFound(f"no stored session {session_id}")
-            fence = row[0] if through is None else through
-            values = (session_id, fence, start.source_sequence, start.item_index, limit + 1)
-            return fence, db.execute(query, values).fetchall()
-
-        fence, rows = await self._run(page, session_id)
-        decoded = tuple(self._row(session_id, r) for r in rows[:limit])
+        fence, rows = await self._page(session_id, through, after, limit, include_internal)
+        path = self.path
+        decoded = []
+        for r in rows[:limit]:
+            # The schema fixes every column's type (bigint, text, boolean; NOT NULL where
+            # SQLite takes anything): built without re-checking; the calls' JSON is
+            # checked, the message when decoded.
+            _, sequence, index, turn_id, role, internal, name, call_id, body, thinking = r[:10]
+            calls = () if r[10] is None else _calls(r[10], path, session_id, "rows.tool_calls")
+            decoded.append(
+                _stored_row(
+                    _position(sequence, index),
+                    turn_id,
+                    _row_fields(role, body, thinking, name, call_id, internal),
+                    calls,
+                    r[11],
+                )
+            )
         more = len(rows) > limit
         return RowPage(
-            through=int(fence), rows=decoded, next_after=decoded[-1].position if more else None
+            through=fence, rows=tuple(decoded), next_after=decoded[-1].position if more else None
         )
 
     async def history_page_as(
@@ -623,25 +709,15 @@ class PostgresStore:
     ) -> tuple[int, list[R], bool]:
         """As :meth:`history_page`, each row built by the caller from its checked values
         (the same contract as the SQLite store's ``history_page_as``)."""
-        page = await self.history_page(
-            session_id, through=through, after=after, limit=limit, include_internal=include_internal
-        )
-        built = [
-            build(
-                r.position.source_sequence,
-                r.position.item_index,
-                r.turn_id,
-                r.fields.role,
-                r.fields.body,
-                r.fields.thinking,
-                r.tool_calls,
-                r.fields.tool_call_id,
-                r.fields.tool_name,
-                r.fields.internal,
-            )
-            for r in page.rows
-        ]
-        return page.through, built, page.next_after is not None
+        fence, rows = await self._page(session_id, through, after, limit, include_internal)
+        path = self.path
+        built = []
+        for r in rows[:limit]:
+            _, sequence, index, turn_id, role, internal, name, call_id, body, thinking = r[:10]
+            calls = () if r[10] is None else _calls(r[10], path, session_id, "rows.tool_calls")
+            row = (sequence, index, turn_id, role, body, thinking, calls, call_id, name, internal)
+            built.append(build(*row))
+        return fence, built, len(rows) > limit
 
     async def search_candidates(
         self,
@@ -701,16 +777,10 @@ class PostgresStore:
         if limit < 1 or limit > MAX_PAGE_ROWS:
             raise ValueError(f"limit must be between 1 and {MAX_PAGE_ROWS}")
 
-        def find(db: _Db) -> Any:
-            return db.execute(
-                "SELECT sequence, kind, turn_id, at, payload FROM events"
-                " WHERE session_id=%s AND sequence>%s ORDER BY sequence LIMIT %s",
-                (session_id, after, limit),
-            ).fetchall()
-
+        values = (session_id, after, limit)
         path = self.path
         events = []
-        for r in await self._run(find, session_id):
+        for r in await self._fetch(_EVENTS_AFTER, _NATIVE_EVENTS_AFTER, values):
             field = f"events[sequence={r[0]}]"
             events.append(
                 StoredEvent(
@@ -934,4 +1004,6 @@ async def open_postgres_store(
             )
             for n in range(pool_size)
         ]
-        yield PostgresStore(pool, where, dsn)
+        reader = TrioReader(functools.partial(connect, dsn, statement_seconds))
+        stack.callback(reader.close)
+        yield PostgresStore(pool, where, dsn, reader)
