@@ -2,10 +2,15 @@
 
 psycopg 3's blocking API on a small pool of dedicated worker threads, one connection
 each (``benchmarks/store.py`` measured it against the async API through trio-asyncio;
-the numbers are in docs/service/scale-out.md). Every write is one transaction that
-locks the session's row first, so a session's sequences are dense and ordered whichever
-Host appends; each commit notifies ``emelex_events`` with ``session:sequence`` (the rows
-themselves are always read from the tables). Receipts are exactly-once through the
+the numbers are in docs/service/scale-out.md); history pages and ``events_after`` are
+read from the Trio thread itself when its one connection is free (``_reader.py``). A
+call its caller gives up on (cancelled) shuts its connection's socket down, so a
+statement stuck on a silent network holds neither the caller nor the worker.
+
+Every write is one transaction that locks the session's row first, so a session's
+sequences are dense and ordered whichever Host appends; each commit notifies
+``emelex_events`` with ``session:sequence`` (the rows themselves are always read from
+the tables). Receipts are exactly-once through the
 primary key of ``operations`` (``INSERT ... ON CONFLICT``), never check-then-insert.
 
 Writes made for a session's lease holder carry its :class:`Lease`: the transaction
