@@ -99,6 +99,11 @@ class Cluster:
         #: Unique per Host process and open: a restarted Host is a new holder.
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{new_id()}"
         self._leases: dict[str, Lease] = {}
+        #: When each held lease lapses by this Host's clock (``trio.current_time``),
+        #: counted from before the statement that took or renewed it was sent, so never
+        #: later than the database's own expiry.
+        self._expires: dict[str, float] = {}
+        self._renewing: set[str] = set()
         self._follow: dict[str, _Follow] = {}
         self._loading: set[str] = set()
         self._scope = trio.CancelScope()
@@ -147,6 +152,11 @@ class Cluster:
                 session_id, events, operation=operation, lease=lease
             )
         except LeaseLost:
+            logger.warning(
+                "session %s: the database refused a write, the lease (token %d) moved",
+                session_id,
+                lease.token if lease is not None else 0,
+            )
             self._lost(session_id)
             raise
         if not result.replayed and result.sequences[0] > state.revision + 1:
@@ -165,6 +175,7 @@ class Cluster:
         session_id = state.session_id
         if session_id in self._leases:
             return True
+        asked = trio.current_time()
         try:
             lease = await self._store.acquire_lease(
                 session_id, self.holder, self.options.lease_seconds
@@ -178,6 +189,7 @@ class Cluster:
                 await state.wake.wait()
             return False
         self._leases[session_id] = lease
+        self._expires[session_id] = asked + self.options.lease_seconds
         async with state.lock:
             await self._apply(state)  # everything the last holder committed
             follow = self._follow.setdefault(session_id, _Follow())
@@ -193,13 +205,22 @@ class Cluster:
         self._host._publish_interactions(state)
         return True
 
-    def abandon(self, state: _SessionState) -> None:
-        """The lease moved while this Host ran the session's work: nothing more of it
-        commits here; the new holder settles it, and its events reach this Host."""
-        logger.warning(
-            "session %s moved to another Host while this one ran it: turn abandoned",
-            state.session_id,
-        )
+    def abandon(self, state: _SessionState, error: StoreError) -> None:
+        """The lease moved while this Host ran the session's work (or the database
+        failed mid-write, so whether the write landed is unknown): nothing more of it
+        commits here; the lease holder (this Host again, once it retakes the lease)
+        settles it from the log, whose events reach this Host."""
+        if isinstance(error, LeaseLost):
+            logger.warning(
+                "session %s moved to another Host while this one ran it: turn abandoned",
+                state.session_id,
+            )
+        else:
+            logger.warning(
+                "session %s: a write of its running work failed (%s): turn abandoned",
+                state.session_id,
+                error,
+            )
         self._lost(state.session_id)
         state.cancellation = None
         state.wake.set()
@@ -228,6 +249,7 @@ class Cluster:
             except StoreError as exc:
                 logger.warning("cannot release session %s: %s", lease.session_id, exc)
         self._leases.clear()
+        self._expires.clear()
 
     async def _catch_up_loop(self) -> None:
         while True:
@@ -241,20 +263,57 @@ class Cluster:
                 await self._moved(session_id, sequence)
 
     async def _renew_leases(self) -> None:
+        """Renew every held lease each third of its time, each renewal in its own task;
+        a lease whose renewal has not come back by its local expiry is given up here
+        (the database may be unreachable: its turn could not commit anyway)."""
         seconds = self.options.lease_seconds
-        while True:
-            await trio.sleep(seconds / 3)
-            for session_id, lease in tuple(self._leases.items()):
+        async with trio.open_nursery() as nursery:
+            while True:
+                await trio.sleep(seconds / 3)
+                now = trio.current_time()
+                for session_id, lease in tuple(self._leases.items()):
+                    if now >= self._expires.get(session_id, now):
+                        self._lapsed(session_id)
+                    elif session_id not in self._renewing:
+                        self._renewing.add(session_id)
+                        nursery.start_soon(self._renew, lease)
+
+    async def _renew(self, lease: Lease) -> None:
+        session_id = lease.session_id
+        seconds = self.options.lease_seconds
+        try:
+            asked = trio.current_time()
+            # A renewal stuck on a silent connection is cancelled (and its socket shut
+            # down) when the lease lapses by this Host's clock.
+            with trio.move_on_after(self._expires.get(session_id, asked) - asked):
                 try:
                     kept = await self._store.renew_lease(lease, seconds)
                 except StoreError as exc:
                     # Unreachable database: fencing keeps it safe; keep trying.
                     logger.warning("cannot renew the lease of session %s: %s", session_id, exc)
-                    continue
-                if not kept:
+                    return
+                if self._leases.get(session_id) != lease:
+                    return  # given up meanwhile
+                if kept:
+                    self._expires[session_id] = asked + seconds
+                else:
                     self._lost(session_id)
+                return
+            if self._leases.get(session_id) == lease:
+                self._lapsed(session_id)
+        finally:
+            self._renewing.discard(session_id)
+
+    def _lapsed(self, session_id: str) -> None:
+        logger.warning(
+            "the lease of session %s lapsed before a renewal reached the database:"
+            " its work stops here",
+            session_id,
+        )
+        self._lost(session_id)
 
     def _lost(self, session_id: str) -> None:
+        self._expires.pop(session_id, None)
         if self._leases.pop(session_id, None) is None:
             return
         state = self._host._sessions.get(session_id)

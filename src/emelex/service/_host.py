@@ -150,12 +150,12 @@ from emelex.service._store import open_host_store
 from emelex.service._watch import DEFAULT_WATCH_BUFFER, Subscriber
 from emelex.service._watch_files import watch_stream
 from emelex.store import (
-    LeaseLost,
     NewEvent,
     OperationRecord,
     SessionExists,
     SqliteStore,
     Store,
+    StoreError,
     turn_events,
 )
 from emelex.store import OperationConflict as StoreOperationConflict
@@ -1412,8 +1412,8 @@ class Host:
                 queue.start(work.invocation_id)
             self._publish_queue(state)
             await self._run_turn(state, work, cancellation)
-        except LeaseLost:
-            self._cluster.abandon(state)
+        except StoreError as exc:  # LeaseLost, or a database unreachable mid-commit
+            self._cluster.abandon(state, exc)
         return True
 
     # -- live drafts (issue 15): streaming answers to live watchers ----------------------

@@ -2,10 +2,15 @@
 
 psycopg 3's blocking API on a small pool of dedicated worker threads, one connection
 each (``benchmarks/store.py`` measured it against the async API through trio-asyncio;
-the numbers are in docs/service/scale-out.md). Every write is one transaction that
-locks the session's row first, so a session's sequences are dense and ordered whichever
-Host appends; each commit notifies ``emelex_events`` with ``session:sequence`` (the rows
-themselves are always read from the tables). Receipts are exactly-once through the
+the numbers are in docs/service/scale-out.md); history pages and ``events_after`` are
+read from the Trio thread itself when its one connection is free (``_reader.py``). A
+call its caller gives up on (cancelled) shuts its connection's socket down, so a
+statement stuck on a silent network holds neither the caller nor the worker.
+
+Every write is one transaction that locks the session's row first, so a session's
+sequences are dense and ordered whichever Host appends; each commit notifies
+``emelex_events`` with ``session:sequence`` (the rows themselves are always read from
+the tables). Receipts are exactly-once through the
 primary key of ``operations`` (``INSERT ... ON CONFLICT``), never check-then-insert.
 
 Writes made for a session's lease holder carry its :class:`Lease`: the transaction
@@ -20,6 +25,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
+import socket
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -31,7 +39,7 @@ import trio
 
 from emelex._errors import SerializationError
 from emelex.model import Message, from_json, to_json
-from emelex.runtime import DedicatedWorker, WorkerJob, open_dedicated_worker
+from emelex.runtime import DedicatedWorker, WorkerJob, WorkerJobAborted, open_dedicated_worker
 from emelex.store._errors import (
     LeaseLost,
     OperationConflict,
@@ -71,9 +79,13 @@ from emelex.store._sqlite import (
     _count,
     _json_object,
     _number,
+    _position,
+    _row_fields,
+    _stored_row,
     _text,
     _title,
 )
+from emelex.store.postgres._reader import TrioReader
 from emelex.store.postgres._schema import CHANNEL, prepare
 
 #: Connections (each on its own worker thread) a store opens by default.
@@ -81,6 +93,9 @@ DEFAULT_POOL_SIZE: Final = 4
 MAX_POOL_SIZE: Final = 32
 #: A statement running longer fails (a blocked database never holds a Host forever).
 DEFAULT_STATEMENT_SECONDS: Final = 30.0
+#: How long opening a connection may take (libpq ``connect_timeout``, unless the
+#: connection string sets one): a reconnect through a silent network fails, not hangs.
+DEFAULT_CONNECT_SECONDS: Final = 10
 #: How long the listener waits for a notification before it checks for cancellation.
 _LISTEN_POLL_SECONDS: Final = 0.2
 
@@ -109,26 +124,114 @@ _SELECT_ROWS: Final = (
 
 
 class _Connection:
-    """One worker's connection, opened again after it broke (the next job reconnects)."""
+    """One worker's connection, opened again after it broke (the next job reconnects).
+
+    A job that its caller gave up on (cancelled: a timeout, a lease that lapsed) may be
+    blocked on a socket nobody answers (a partitioned network): :meth:`interrupt` shuts
+    that socket down from the Trio thread, so the job fails at once and the worker is
+    free again; the next job reconnects (within ``connect_timeout``)."""
 
     def __init__(self, dsn: str, where: str, statement_seconds: float) -> None:
         self._dsn = dsn
         self._where = where
-        self._options = f"-c statement_timeout={int(statement_seconds * 1000)}"
+        self._statement_seconds = statement_seconds
         self._db: _Db | None = None
+        self._lock = threading.Lock()
+        self._active: tuple[object, int] | None = None  # (job, socket) while a job runs
 
     def get(self) -> _Db:
         if self._db is None or self._db.closed or self._db.broken:
             if self._db is not None:
                 self._db.close()
-            self._db = psycopg.connect(
-                self._dsn, autocommit=True, options=self._options, application_name="emelex"
-            )
+            self._db = connect(self._dsn, self._statement_seconds)
         return self._db
+
+    def begin(self, job: object) -> _Db:
+        """On the worker thread: the connection for ``job``, which may be interrupted."""
+        db = self.get()
+        with self._lock:
+            self._active = (job, db.pgconn.socket)
+        return db
+
+    def end(self) -> None:
+        with self._lock:
+            self._active = None
+
+    def interrupt(self, job: object) -> None:
+        """From any thread: break the connection if ``job`` still runs on it."""
+        with self._lock:
+            if self._active is None or self._active[0] is not job:
+                return
+            # A duplicate of the descriptor: shutting it down ends the shared socket
+            # (libpq's own descriptor stays valid and is closed by psycopg later).
+            with contextlib.suppress(OSError), socket.socket(fileno=os.dup(self._active[1])) as s:
+                s.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
         if self._db is not None:
             self._db.close()
+
+
+def connect(dsn: str, statement_seconds: float) -> _Db:
+    """A store connection (blocking): autocommit, the server settings of
+    :func:`connection_options`, and ``connect_timeout`` unless ``dsn`` sets one."""
+    extra: dict[str, Any] = {}
+    with contextlib.suppress(psycopg.Error):
+        if "connect_timeout" not in psycopg.conninfo.conninfo_to_dict(dsn):
+            extra["connect_timeout"] = DEFAULT_CONNECT_SECONDS
+    return psycopg.connect(
+        dsn,
+        autocommit=True,
+        options=connection_options(statement_seconds),
+        application_name="emelex",
+        **extra,
+    )
+
+
+def connection_options(statement_seconds: float) -> str:
+    """The server settings of every store connection: a statement running longer than
+    ``statement_seconds`` fails, and a transaction left idle that long (its client cut
+    off mid-transaction) is ended by the server, so its row locks do not hold other
+    Hosts up forever."""
+    milliseconds = int(statement_seconds * 1000)
+    return (
+        f"-c statement_timeout={milliseconds} -c idle_in_transaction_session_timeout={milliseconds}"
+    )
+
+
+def page_query(include_internal: bool) -> str:
+    """The one statement of a history page: the session's fence, then (joined laterally,
+    NULLs when there are none) the rows of the keyset page under it. Parameters:
+    ``(through or NULL, after_sequence, after_index, limit, session_id)``; no row at all
+    means no such session. ``benchmarks/store.py`` runs this same SQL as its baseline."""
+    return (
+        "SELECT s.last_sequence, r.* FROM sessions s LEFT JOIN LATERAL ("
+        + _SELECT_ROWS
+        + " WHERE rows.session_id=s.id"
+        " AND source_sequence<=COALESCE(%s::bigint, s.last_sequence)"
+        " AND (source_sequence, item_index) > (%s, %s)"
+        + ("" if include_internal else " AND NOT internal")
+        + " ORDER BY source_sequence, item_index LIMIT %s) r ON true WHERE s.id=%s"
+    )
+
+
+#: The page statements for the reader: (prepared name, SQL with $n placeholders) by
+#: ``include_internal``.
+_NATIVE_PAGE: Final = {
+    internal: (
+        f"emelex_page_{int(internal)}".encode(),
+        (page_query(internal) % ("$1", "$2", "$3", "$4", "$5")).encode(),
+    )
+    for internal in (False, True)
+}
+_EVENTS_AFTER: Final = (
+    "SELECT sequence, kind, turn_id, at, payload FROM events"
+    " WHERE session_id=%s AND sequence>%s ORDER BY sequence LIMIT %s"
+)
+_NATIVE_EVENTS_AFTER: Final = (
+    b"emelex_events_after",
+    (_EVENTS_AFTER % ("$1", "$2", "$3")).encode(),
+)
 
 
 #: Rows one search page hands to the matcher (every row is a candidate here).
@@ -140,8 +243,16 @@ class PostgresStore:
     Create with :func:`open_postgres_store`. The same contract as :class:`SqliteStore`
     (see :class:`Store`), plus leases and notifications for several Hosts."""
 
-    def __init__(self, pool: Sequence[DedicatedWorker[_Connection]], where: str, dsn: str) -> None:
+    def __init__(
+        self,
+        pool: Sequence[DedicatedWorker[_Connection]],
+        where: str,
+        dsn: str,
+        reader: TrioReader | None = None,
+    ) -> None:
         self._pool = tuple(pool)
+        #: Pages are read from the Trio thread when this connection is free.
+        self._reader = reader
         self._dsn = dsn  # in memory only: never logged, never stored
         #: The database, named without credentials.
         self.path = where
@@ -149,12 +260,44 @@ class PostgresStore:
     async def _run(self, fn: Callable[[_Db], T], session_id: str | None = None) -> T:
         # The least busy connection: a statement waiting on a row lock holds only its own.
         worker = min(self._pool, key=lambda w: w.outstanding)
+        ran_on: list[_Connection] = []
 
         def job(handle: WorkerJob[_Connection, T]) -> T:
-            return fn(handle.resource.get())
+            connection = handle.resource
+            ran_on.append(connection)
+            try:
+                db = connection.begin(handle)
+                if handle.aborted:  # cancelled while it started: interrupt() came too early
+                    raise WorkerJobAborted("the caller gave up before the statement")
+                return fn(db)
+            finally:
+                connection.end()
 
         try:
-            return await worker.run(job)
+            async with worker.job(job) as handle:
+                try:
+                    async for _ in handle.batches():
+                        pass  # until it left the worker (it emits nothing)
+                except trio.Cancelled:
+                    # Given up: a statement stuck on a silent network must not keep the
+                    # caller (shielded until the job leaves) nor the worker.
+                    if ran_on:
+                        ran_on[0].interrupt(handle)
+                    raise
+                return await handle.result()
+        except psycopg.Error as exc:
+            raise StoreError(f"store {self.path}: {_describe(exc)}") from exc
+
+    async def _fetch(
+        self, query: str, native: tuple[bytes, bytes], values: Sequence[object]
+    ) -> list[Any]:
+        """Every row of a read statement: from the Trio thread when its connection is
+        free (see ``_reader.py``), else on a worker thread."""
+        reader = self._reader
+        if reader is None or reader.busy:
+            return await self._run(lambda db: db.execute(query, values).fetchall())
+        try:
+            return await reader.fetch(*native, values)
         except psycopg.Error as exc:
             raise StoreError(f"store {self.path}: {_describe(exc)}") from exc
 
@@ -504,6 +647,27 @@ class PostgresStore:
         row = await self._run(find, session_id)
         return None if row is None else Position(int(row[0]), int(row[1]))
 
+    async def _page(
+        self,
+        session_id: str,
+        through: int | None,
+        after: Position | None,
+        limit: int,
+        include_internal: bool,
+    ) -> tuple[int, list[Any]]:
+        """The fence and up to ``limit + 1`` raw rows (``_SELECT_PAGE``'s columns after
+        the first) in one statement, so one round trip."""
+        if limit < 1 or limit > MAX_PAGE_ROWS:
+            raise ValueError(f"limit must be between 1 and {MAX_PAGE_ROWS}")
+        start = after if after is not None else Position(0, -1)
+        query = page_query(include_internal)
+        values = (through, start.source_sequence, start.item_index, limit + 1, session_id)
+        rows = await self._fetch(query, _NATIVE_PAGE[include_internal], values)
+        if not rows:
+            raise SessionNotFound(f"no stored session {session_id}")
+        fence = int(rows[0][0]) if through is None else through
+        return fence, [] if rows[0][1] is None else rows
+
     async def history_page(
         self,
         session_id: str,
@@ -515,33 +679,27 @@ class PostgresStore:
     ) -> RowPage:
         """Rows after ``after`` (exclusive) published by events up to ``through`` (None:
         the newest event, returned as the page's fence), at most ``limit`` of them."""
-        if limit < 1 or limit > MAX_PAGE_ROWS:
-            raise ValueError(f"limit must be between 1 and {MAX_PAGE_ROWS}")
-        start = after if after is not None else Position(0, -1)
-        query = (
-            _SELECT_ROWS + " WHERE session_id=%s AND source_sequence<=%s"
-            " AND (source_sequence, item_index) > (%s, %s)"
-            + ("" if include_internal else " AND NOT internal")
-            + " ORDER BY source_sequence, item_index LIMIT %s"
-        )
-
-        def page(db: _Db) -> Any:
-            # Every row at or below a committed last_sequence was committed with it, so
-            # the fence and the rows need no shared snapshot.
-            row = db.execute(
-                "SELECT last_sequence FROM sessions WHERE id=%s", (session_id,)
-            ).fetchone()
-            if row is None:
-                raise SessionNotFound(f"no stored session {session_id}")
-            fence = row[0] if through is None else through
-            values = (session_id, fence, start.source_sequence, start.item_index, limit + 1)
-            return fence, db.execute(query, values).fetchall()
-
-        fence, rows = await self._run(page, session_id)
-        decoded = tuple(self._row(session_id, r) for r in rows[:limit])
+        fence, rows = await self._page(session_id, through, after, limit, include_internal)
+        path = self.path
+        decoded = []
+        for r in rows[:limit]:
+            # The schema fixes every column's type (bigint, text, boolean; NOT NULL where
+            # SQLite takes anything): built without re-checking; the calls' JSON is
+            # checked, the message when decoded.
+            _, sequence, index, turn_id, role, internal, name, call_id, body, thinking = r[:10]
+            calls = () if r[10] is None else _calls(r[10], path, session_id, "rows.tool_calls")
+            decoded.append(
+                _stored_row(
+                    _position(sequence, index),
+                    turn_id,
+                    _row_fields(role, body, thinking, name, call_id, internal),
+                    calls,
+                    r[11],
+                )
+            )
         more = len(rows) > limit
         return RowPage(
-            through=int(fence), rows=decoded, next_after=decoded[-1].position if more else None
+            through=fence, rows=tuple(decoded), next_after=decoded[-1].position if more else None
         )
 
     async def history_page_as(
@@ -556,25 +714,15 @@ class PostgresStore:
     ) -> tuple[int, list[R], bool]:
         """As :meth:`history_page`, each row built by the caller from its checked values
         (the same contract as the SQLite store's ``history_page_as``)."""
-        page = await self.history_page(
-            session_id, through=through, after=after, limit=limit, include_internal=include_internal
-        )
-        built = [
-            build(
-                r.position.source_sequence,
-                r.position.item_index,
-                r.turn_id,
-                r.fields.role,
-                r.fields.body,
-                r.fields.thinking,
-                r.tool_calls,
-                r.fields.tool_call_id,
-                r.fields.tool_name,
-                r.fields.internal,
-            )
-            for r in page.rows
-        ]
-        return page.through, built, page.next_after is not None
+        fence, rows = await self._page(session_id, through, after, limit, include_internal)
+        path = self.path
+        built = []
+        for r in rows[:limit]:
+            _, sequence, index, turn_id, role, internal, name, call_id, body, thinking = r[:10]
+            calls = () if r[10] is None else _calls(r[10], path, session_id, "rows.tool_calls")
+            row = (sequence, index, turn_id, role, body, thinking, calls, call_id, name, internal)
+            built.append(build(*row))
+        return fence, built, len(rows) > limit
 
     async def search_candidates(
         self,
@@ -634,16 +782,10 @@ class PostgresStore:
         if limit < 1 or limit > MAX_PAGE_ROWS:
             raise ValueError(f"limit must be between 1 and {MAX_PAGE_ROWS}")
 
-        def find(db: _Db) -> Any:
-            return db.execute(
-                "SELECT sequence, kind, turn_id, at, payload FROM events"
-                " WHERE session_id=%s AND sequence>%s ORDER BY sequence LIMIT %s",
-                (session_id, after, limit),
-            ).fetchall()
-
+        values = (session_id, after, limit)
         path = self.path
         events = []
-        for r in await self._run(find, session_id):
+        for r in await self._fetch(_EVENTS_AFTER, _NATIVE_EVENTS_AFTER, values):
             field = f"events[sequence={r[0]}]"
             events.append(
                 StoredEvent(
@@ -867,4 +1009,6 @@ async def open_postgres_store(
             )
             for n in range(pool_size)
         ]
-        yield PostgresStore(pool, where, dsn)
+        reader = TrioReader(functools.partial(connect, dsn, statement_seconds))
+        stack.callback(reader.close)
+        yield PostgresStore(pool, where, dsn, reader)
