@@ -42,6 +42,7 @@ def match_rows(
         found = [
             _hit(position, name, start, end)
             for name, value in row.fields
+            if value  # an empty field (most rows' thinking) holds no match
             for start, end in find_matches(
                 value, query, case_sensitive=case_sensitive, whole_word=whole_word
             )
