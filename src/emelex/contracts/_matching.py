@@ -55,6 +55,9 @@ def find_matches(
         first = text.find(query)  # most rows hold no hit: one fast C scan says so
         if first < 0:
             return []
+        end = first + len(query)
+        if text.find(query, end) < 0:  # and most others one
+            return [(first, end)]
         return [found.span() for found in _literal(query).finditer(text, first)]
     found: list[tuple[int, int]] = []
     size = len(query)
