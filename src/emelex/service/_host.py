@@ -143,7 +143,7 @@ from emelex.service._state import (
     rows_after,
 )
 from emelex.service._store import open_host_store
-from emelex.service._watch import DEFAULT_WATCH_BUFFER, Subscriber
+from emelex.service._watch import DEFAULT_WATCH_BUFFER, Subscriber, WatchStream
 from emelex.service._watch_files import watch_stream
 from emelex.store import (
     LeaseLost,
@@ -662,7 +662,7 @@ class Host:
         state = self._state(session_id)
         subscriber = Subscriber(after, self._watch_buffer)
         state.subscribers.add(subscriber)
-        stream = self._watch_stream(state, subscriber)
+        stream = WatchStream(self._watch_stream(state, subscriber), subscriber)
         try:
             yield stream
         finally:
@@ -682,8 +682,7 @@ class Host:
                 yield fresh
             if page.next_after is None:
                 break
-        while (update := await subscriber.receive()) is not None:
-            yield update
+        # Live updates follow from the subscriber itself (see WatchStream).
 
     @property
     def closed(self) -> bool:
