@@ -52,10 +52,12 @@ from emelex.store._log import Position
 
 #: A block is closed once it holds this many bytes (a longer row gets a block alone).
 BLOCK_BYTES: Final = 32 * 1024
-#: Text scanned per search page, at most (whole blocks).
-SCAN_BYTES_PER_PAGE: Final = 8 * 1024 * 1024
+#: Text scanned per search page, at most (whole blocks), when the query has a byte
+#: needle (about 30 ms of CPU); a query that folds decoded blocks scans a quarter.
+#: Fewer, larger pages: under load each page's thread hop waits for a CPU.
+SCAN_BYTES_PER_PAGE: Final = 32 * 1024 * 1024
 #: Candidate rows a search page hands to the exact matcher, at most.
-CANDIDATES_PER_PAGE: Final = 1000
+CANDIDATES_PER_PAGE: Final = 4000
 #: ASCII characters that some other code point simply case-folds to (U+017F LONG S and
 #: U+212A KELVIN SIGN): lowering bytes cannot find their non-ASCII partners.
 ASCII_FOLD_TARGETS: Final = frozenset("sk")
@@ -150,11 +152,12 @@ class ByteFinder:
 
     CPython's ``bytes.find`` runs at a few hundred MB/s on prose when the needle's bytes
     are common letters; ``memchr`` (one byte) runs at memory speed. Each occurrence of
-    the rarest byte is checked in place, and after :data:`MAX_ANCHOR_MISSES` false
-    ones (a byte that is common in this text after all) the rest of the call is plain
-    ``bytes.find``. Finds exactly what ``bytes.find`` finds: every match starting at or
-    after ``start`` has its rare byte at or after ``start + offset``, and the
-    occurrences are visited in order.
+    the rarest byte is checked in place. A byte that turns out to be common in this
+    text (more than :data:`MAX_ANCHOR_MISSES` false occurrences in one call) ends the
+    call with plain ``bytes.find``, and once false occurrences outnumber true ones the
+    finder uses plain ``bytes.find`` for good. Finds exactly what ``bytes.find`` finds:
+    every match starting at or after ``start`` has its rare byte at or after
+    ``start + offset``, and the occurrences are visited in order.
     """
 
     def __init__(self, needle: bytes) -> None:
@@ -163,21 +166,32 @@ class ByteFinder:
         self.needle = needle
         self.offset = min(range(len(needle)), key=lambda i: _BYTE_RANK[needle[i]])
         self.anchor = needle[self.offset : self.offset + 1]
+        self.anchored = len(needle) > 1
+        self._misses = 0
+        self._hits = 0
 
     def find(self, haystack: bytes, start: int) -> int:
         """The first offset at or after ``start`` where the needle occurs, else -1."""
-        needle, anchor, offset = self.needle, self.anchor, self.offset
+        needle = self.needle
+        if not self.anchored:
+            return haystack.find(needle, start)
+        anchor, offset = self.anchor, self.offset
         at = haystack.find(anchor, start + offset)
         misses = 0
         while at >= 0:
             begin = at - offset
             if haystack.startswith(needle, begin):
+                self._hits += 1
                 return begin
             misses += 1
             if misses > MAX_ANCHOR_MISSES:
+                self._misses += misses
+                if self._misses > 4 * self._hits + MAX_ANCHOR_MISSES:
+                    self.anchored = False  # the "rare" byte is common here
                 # No match starts before begin + 1 (every anchor up to here was checked).
                 return haystack.find(needle, begin + 1)
             at = haystack.find(anchor, at + 1)
+        self._misses += misses
         return -1
 
 
@@ -270,7 +284,8 @@ def scan_blocks(
 ) -> CandidatePage:
     """The rows after ``after`` and under the fence that may hold ``query``.
 
-    Scans whole blocks up to :data:`SCAN_BYTES_PER_PAGE`, and stops early after
+    Scans whole blocks up to :data:`SCAN_BYTES_PER_PAGE` (a quarter of that when the
+    blocks must be decoded and folded), and stops early after
     :data:`CANDIDATES_PER_PAGE` candidates (the cursor is then the last candidate).
     Runs inside the caller's read transaction.
     """
@@ -307,9 +322,10 @@ class _Scan:
 
     def run(self, blocks: sqlite3.Cursor) -> tuple[list[CandidateRow], Position | None]:
         scanned = 0
+        budget = SCAN_BYTES_PER_PAGE if self.needle is not None else SCAN_BYTES_PER_PAGE // 4
         last: tuple[int, int] | None = None
         for rows, fields, data, last_sequence, last_index in blocks:
-            if scanned >= SCAN_BYTES_PER_PAGE and last is not None and last > self.after:
+            if scanned >= budget and last is not None and last > self.after:
                 # The page has moved past its cursor and more blocks remain.
                 return self.found, Position(*last)
             if not (type(rows) is type(fields) is type(data) is bytes):
