@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
+
 import pytest
 import trio
 import trio.testing
 
-from emelex.contracts import InteractionsChanged, WatchEnded
-from emelex.service._watch import Subscriber
+from emelex.contracts import (
+    InteractionsChanged,
+    Position,
+    RowsPublished,
+    WatchEnded,
+    WatchUpdate,
+)
+from emelex.service._rows import history_row
+from emelex.service._watch import Subscriber, WatchStream
 
 
 async def test_a_cancelled_receive_leaves_the_subscriber_usable() -> None:
@@ -50,3 +59,78 @@ async def test_two_tasks_cannot_receive_from_one_subscriber() -> None:
             with pytest.raises(trio.BusyResourceError):
                 await subscriber.receive()
             subscriber.end("closed")
+
+
+def rows_update(*indexes: int) -> RowsPublished:
+    rows = tuple(
+        history_row(
+            position=Position(source_sequence=1, item_index=i),
+            turn_id="t",
+            role="user",
+            body=f"row {i}",
+            thinking=None,
+            calls=(),
+            tool_call_id=None,
+            tool_name=None,
+            internal=False,
+        )
+        for i in indexes
+    )
+    return RowsPublished(through=1, rows=rows, next_after=rows[-1].position)
+
+
+async def test_every_watcher_gets_the_one_update_object_and_overlaps_are_cut() -> None:
+    update = rows_update(0, 1, 2)
+    fresh, behind = Subscriber(None, 4), Subscriber(Position(source_sequence=1, item_index=0), 4)
+    for subscriber in (fresh, behind):
+        subscriber.offer(update)
+    with trio.fail_after(5):
+        assert await fresh.receive() is update  # shared: no per-watcher copy
+        cut = await behind.receive()
+    assert isinstance(cut, RowsPublished)
+    assert [r.position.item_index for r in cut.rows] == [1, 2]
+    assert fresh.delivered == behind.delivered == Position(source_sequence=1, item_index=2)
+    fresh.offer(update)  # all delivered already: skipped, nothing to receive
+    fresh.end("closed")
+    with trio.fail_after(5):
+        assert isinstance(await fresh.receive(), WatchEnded)
+
+
+async def test_a_cancelled_receive_of_a_buffered_update_loses_nothing() -> None:
+    subscriber = Subscriber(None, 4)
+    update = InteractionsChanged(pending=())
+    subscriber.offer(update)
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await subscriber.receive()
+        pytest.fail("a cancelled receive returned")  # pragma: no cover
+    with trio.fail_after(5):
+        assert await subscriber.receive() is update
+
+
+async def test_the_stream_follows_the_catch_up_with_live_updates() -> None:
+    subscriber = Subscriber(None, 4)
+    early = rows_update(0)
+
+    async def catch_up() -> AsyncGenerator[WatchUpdate, None]:
+        fresh = subscriber.fresh_rows(early)
+        assert fresh is not None
+        yield fresh
+
+    stream = WatchStream(catch_up(), subscriber)
+    subscriber.offer(rows_update(0, 1))  # overlaps the catch-up: row 0 is not repeated
+    subscriber.offer(InteractionsChanged(pending=()))
+    with trio.fail_after(5):
+        got = [await stream.__anext__() for _ in range(3)]
+        subscriber.end("closed")  # drops nothing here: the buffer is empty
+        got += [update async for update in stream]
+    assert [type(u).__name__ for u in got] == [
+        "RowsPublished",
+        "RowsPublished",
+        "InteractionsChanged",
+        "WatchEnded",
+    ]
+    first, second = got[0], got[1]
+    assert isinstance(first, RowsPublished) and isinstance(second, RowsPublished)
+    assert [r.position.item_index for r in (*first.rows, *second.rows)] == [0, 1]
+    await stream.aclose()

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import emelex.store._search as blocks
 from emelex.contracts import find_matches
+from emelex.contracts._casefold import simple_fold_table
 from emelex.model import Message, ToolCall
 from emelex.runtime import open_supervisor
 from emelex.service._searching import match_rows
@@ -34,11 +35,11 @@ ALPHABET = "aAbsSßẞ\u017f\u03c3\u03c2\u03a3iI\u0130\u0131kK\u212aéE\u0301_1 
 
 
 @contextmanager
-def small_blocks(block: int, scan: int, candidates: int) -> Iterator[None]:
+def small_blocks(block: int, scan: int, candidates: int, misses: int = 16) -> Iterator[None]:
     """Tiny blocks and pages, so a few rows span many of both."""
-    names = ("BLOCK_BYTES", "SCAN_BYTES_PER_PAGE", "CANDIDATES_PER_PAGE")
+    names = ("BLOCK_BYTES", "SCAN_BYTES_PER_PAGE", "CANDIDATES_PER_PAGE", "MAX_ANCHOR_MISSES")
     saved = [getattr(blocks, name) for name in names]
-    for name, value in zip(names, (block, scan, candidates), strict=True):
+    for name, value in zip(names, (block, scan, candidates, misses), strict=True):
         setattr(blocks, name, value)
     try:
         yield
@@ -124,6 +125,67 @@ def test_candidates_then_matcher_equal_matching_every_row(
     whole_word: bool,
     block: int,
 ) -> None:
+    check_search_equals_oracle(
+        tmp_path_factory, texts, query, case_sensitive, whole_word, block, misses=16
+    )
+
+
+# ASCII letters that only their case partner folds onto, beside those with non-ASCII
+# partners (s: LONG S, k: KELVIN SIGN) and letters that never match as bytes: queries
+# drawn from it mix byte needles of every length with the characters that split them.
+NEEDLES = "abAB sSkK\u212a\u017f\u00df\u00e9\u00c9_"
+FOLDS_ALIKE = {
+    c: group
+    for group in ("aA", "bB", "sS\u017f", "kK\u212a", "\u00df\u1e9e", "\u00e9\u00c9")
+    for c in group
+}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    texts=st.lists(
+        st.tuples(st.text(NEEDLES, max_size=40), st.none() | st.text(NEEDLES, max_size=8)),
+        min_size=1,
+        max_size=16,
+    ),
+    query=st.text(NEEDLES, min_size=1, max_size=6),
+    case_sensitive=st.booleans(),
+    whole_word=st.booleans(),
+    block=st.sampled_from([1, 32, 4096]),
+    misses=st.sampled_from([0, 1, 16]),
+    data=st.data(),
+)
+def test_byte_needles_and_rare_byte_anchors_lose_no_match(
+    tmp_path_factory: pytest.TempPathFactory,
+    texts: list[tuple[str, str | None]],
+    query: str,
+    case_sensitive: bool,
+    whole_word: bool,
+    block: int,
+    misses: int,
+    data: st.DataObject,
+) -> None:
+    """Case-insensitive byte needles (whole queries and partial runs) and the rare-byte
+    anchor with its fallback to ``bytes.find`` after few or many false anchors."""
+    # One row holds the query with each character swapped for one that folds alike.
+    variant = "".join(data.draw(st.sampled_from(FOLDS_ALIKE.get(c, c))) for c in query)
+    at = data.draw(st.integers(0, len(texts) - 1))
+    texts = [*texts[:at], (f"a{variant} ", None), *texts[at:]]
+    check_search_equals_oracle(
+        tmp_path_factory, texts, query, case_sensitive, whole_word, block, misses=misses
+    )
+
+
+def check_search_equals_oracle(
+    tmp_path_factory: pytest.TempPathFactory,
+    texts: list[tuple[str, str | None]],
+    query: str,
+    case_sensitive: bool,
+    whole_word: bool,
+    block: int,
+    *,
+    misses: int,
+) -> None:
     path = str(tmp_path_factory.mktemp("blocks") / "s.db")
 
     async def main() -> None:
@@ -148,7 +210,7 @@ def test_candidates_then_matcher_equal_matching_every_row(
             if block == 1:
                 assert pages >= 1
 
-    with small_blocks(block, scan=block * 2, candidates=3):
+    with small_blocks(block, scan=block * 2, candidates=3, misses=misses):
         trio.run(main)
 
 
@@ -181,8 +243,12 @@ async def test_a_schema_2_store_gets_its_blocks_on_open(tmp_path: Path) -> None:
     db.close()
     async with open_supervisor("t"), open_sqlite_store(path) as store:
         page = await store.search_candidates("s", "straße", case_sensitive=False)
-        assert [(r.position.item_index, r.fields[-1]) for r in page.rows] == [
-            (1, ("toolArguments", '{"text": "Straße"}'))
+        assert (1, ("toolArguments", '{"text": "Straße"}')) in [
+            (r.position.item_index, r.fields[-1]) for r in page.rows
+        ]
+        hits, _ = match_rows(page.rows, "straße", case_sensitive=False, whole_word=False)
+        assert [(h.position.item_index, h.field, h.start) for h in hits] == [
+            (1, "toolArguments", 10)
         ]
         assert (await store.search_candidates("s", "strasse", case_sensitive=False)).rows
     with sqlite3.connect(path) as db:
@@ -214,3 +280,49 @@ async def test_a_damaged_block_is_store_corrupt(tmp_path: Path, sql: str) -> Non
         with pytest.raises(StoreCorrupt) as caught:
             await store.search_candidates("s", "needle", case_sensitive=False)
         assert caught.value.field == "search_blocks"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    haystack=st.binary(max_size=80).map(lambda b: bytes(x % 4 + 0x61 for x in b)),
+    needle=st.binary(min_size=1, max_size=4).map(lambda b: bytes(x % 4 + 0x61 for x in b)),
+    start=st.integers(0, 90),
+    misses=st.sampled_from([0, 1, 2, 16]),
+)
+def test_byte_finder_finds_what_bytes_find_finds(
+    haystack: bytes, needle: bytes, start: int, misses: int
+) -> None:
+    with small_blocks(4096, scan=1 << 20, candidates=1000, misses=misses):
+        assert blocks.ByteFinder(needle).find(haystack, start) == haystack.find(needle, start)
+
+
+def test_byte_finder_anchors_on_the_rarest_byte() -> None:
+    finder = blocks.ByteFinder(b"RareNeedle")
+    assert (finder.anchor, finder.offset) == (b"R", 0)
+    assert blocks.ByteFinder(b"the caf\xc3\xa9").anchor == b"\xc3"
+    with pytest.raises(ValueError, match="empty"):
+        blocks.ByteFinder(b"")
+
+
+@pytest.mark.parametrize(
+    ("query", "case_sensitive", "needle"),
+    [
+        ("RareNeedle", True, (b"RareNeedle", False)),
+        ("Straße", True, ("Straße".encode(), False)),
+        ("RareNeedle", False, (b"rareneedle", True)),
+        # s and k have non-ASCII partners (LONG S, KELVIN SIGN): they split the run.
+        ("Straße", False, (b"tra", True)),
+        ("ASK", False, (None, False)),  # a run too short to select rows
+        ("ß", False, (None, False)),
+        ("K", False, (None, False)),
+        ("ab-cd", False, (b"ab-cd", True)),
+    ],
+)
+def test_byte_needles(query: str, case_sensitive: bool, needle: tuple[bytes | None, bool]) -> None:
+    assert blocks.byte_needle(query, case_sensitive=case_sensitive) == needle
+
+
+def test_no_other_code_point_folds_onto_an_ascii_character_but_s_and_k() -> None:
+    table = simple_fold_table()
+    onto_ascii = {chr(v) for k, v in table.items() if k >= 0x80 and v < 0x80}
+    assert onto_ascii == blocks.ASCII_FOLD_TARGETS

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -14,6 +15,7 @@ import trio
 from emelex.model import Message, ToolCall
 from emelex.runtime import open_supervisor
 from emelex.store import (
+    CandidatePage,
     NewEvent,
     OperationConflict,
     OperationRecord,
@@ -325,3 +327,29 @@ async def test_patches_are_stored_once_and_read_by_slices(backend: Backend) -> N
             offset += len(piece)
         assert pieces == data
         assert await store.read_patch("s1", "p1", len(data), 10) == ('{"id": "p1"}', len(data), b"")
+
+
+async def test_search_candidates_as_decides_on_a_worker_thread(backend: Backend) -> None:
+    """The caller's ``decide`` gets the same page as ``search_candidates``, off the
+    event loop, and its result (or its error) is the call's."""
+    async with backend.open() as store:
+        await store.create_session("s1", "{}")
+        await store.append_turn("s1", "t1", TURN)
+        plain = await store.search_candidates("s1", "HELLO", case_sensitive=False)
+        loop = threading.get_ident()
+        seen: list[int] = []
+
+        def decide(page: CandidatePage) -> tuple[Position, ...]:
+            seen.append(threading.get_ident())
+            assert page == plain
+            return tuple(row.position for row in page.rows)
+
+        found = await store.search_candidates_as("s1", "HELLO", decide, case_sensitive=False)
+        assert Position(3, 0) in found and found == tuple(r.position for r in plain.rows)
+        assert seen and seen[0] != loop
+
+        def refuse(page: CandidatePage) -> None:
+            raise LookupError("refused")
+
+        with pytest.raises(LookupError, match="refused"):
+            await store.search_candidates_as("s1", "hello", refuse, case_sensitive=True)

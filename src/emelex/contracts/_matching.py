@@ -11,7 +11,7 @@ import unicodedata
 from functools import lru_cache
 from typing import Final
 
-from emelex.contracts._casefold import fix_up_sources, fold_lowered, simple_casefold
+from emelex.contracts._casefold import fold_for, simple_casefold
 from emelex.contracts._errors import ContractError, ContractLimitExceeded
 from emelex.contracts._limits import MAX_FIELD_CHARS, MAX_QUERY_CHARS
 
@@ -47,7 +47,7 @@ def find_matches(
     if not case_sensitive:
         # Simple folding keeps every code point in place, so offsets stay original.
         query = simple_casefold(query)
-        text = _fold_for(text, query)
+        text = fold_for(text, query)
     if not whole_word:
         # An escaped literal compiles to a pure literal prefix, which the `re` engine
         # scans with a KMP overlap table (linear, no backtracking); it costs far less
@@ -55,6 +55,9 @@ def find_matches(
         first = text.find(query)  # most rows hold no hit: one fast C scan says so
         if first < 0:
             return []
+        end = first + len(query)
+        if text.find(query, end) < 0:  # and most others one
+            return [(first, end)]
         return [found.span() for found in _literal(query).finditer(text, first)]
     found: list[tuple[int, int]] = []
     size = len(query)
@@ -72,27 +75,6 @@ def find_matches(
 @lru_cache(maxsize=64)
 def _literal(query: str) -> re.Pattern[str]:
     return re.compile(re.escape(query))
-
-
-def _fold_for(text: str, folded_query: str) -> str:
-    """``text`` folded, or merely lowered when that finds exactly the same matches.
-
-    Lowering runs in C; folding then fixes ~100 characters (long s, final sigma ...).
-    Those fixes only matter to a query containing what they fold to, so when none of
-    the relevant characters occurs in the text, the lowered text is as good.
-    """
-    if text.isascii() or "\u0130" in text:
-        return simple_casefold(text)
-    lowered = text.lower()
-    sources = _sources(folded_query)
-    if sources is None or any(source in lowered for source in sources):
-        return fold_lowered(lowered)
-    return lowered
-
-
-@lru_cache(maxsize=64)
-def _sources(folded_query: str) -> tuple[str, ...] | None:
-    return fix_up_sources(folded_query)
 
 
 def _stands_alone(text: str, start: int, end: int) -> bool:

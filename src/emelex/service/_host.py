@@ -69,7 +69,6 @@ from emelex.contracts import (
     Resolution,
     RespondReceipt,
     RowsPublished,
-    SearchHit,
     SearchPage,
     SendReceipt,
     SessionInfo,
@@ -136,7 +135,7 @@ from emelex.service._interactions import HostApprovals
 from emelex.service._queue import Work, WorkQueue
 from emelex.service._read_file import read_stream
 from emelex.service._rows import history_row, page_row, store_position, wire_position, wire_row
-from emelex.service._searching import match_rows
+from emelex.service._searching import search_page
 from emelex.service._state import (
     SESSION_NAMESPACE,
     PendingInteraction,
@@ -147,7 +146,7 @@ from emelex.service._state import (
     rows_after,
 )
 from emelex.service._store import open_host_store
-from emelex.service._watch import DEFAULT_WATCH_BUFFER, Subscriber
+from emelex.service._watch import DEFAULT_WATCH_BUFFER, Subscriber, WatchStream
 from emelex.service._watch_files import watch_stream
 from emelex.store import (
     NewEvent,
@@ -642,29 +641,18 @@ class Host:
         if not query or len(query) > MAX_QUERY_CHARS:
             raise ServiceError(f"a search query holds 1 to {MAX_QUERY_CHARS} characters")
         # The store narrows the rows to those that may hold the query (a block scan);
-        # the matcher decides, with the exact semantics, on a worker thread.
-        page = await self._store.search_candidates(
+        # the matcher decides, with the exact semantics, on the same reader thread.
+        decide = functools.partial(
+            search_page, query=query, case_sensitive=case_sensitive, whole_word=whole_word
+        )
+        return await self._store.search_candidates_as(
             session_id,
             query,
+            decide,
             case_sensitive=case_sensitive,
             through=through,
             after=None if after is None else store_position(after),
         )
-        hits: list[SearchHit] = []
-        cut = None
-        if page.rows:
-            hits, cut = await trio.to_thread.run_sync(
-                functools.partial(
-                    match_rows,
-                    page.rows,
-                    query,
-                    case_sensitive=case_sensitive,
-                    whole_word=whole_word,
-                )
-            )
-        if cut is None and page.next_after is not None:
-            cut = wire_position(page.next_after)
-        return trusted(SearchPage, through=page.through, hits=tuple(hits), next_after=cut)
 
     @asynccontextmanager
     async def watch(
@@ -681,7 +669,7 @@ class Host:
         state.subscribers.add(subscriber)
         if live:
             self._attach_drafts(state, subscriber)
-        stream = self._watch_stream(state, subscriber)
+        stream = WatchStream(self._watch_stream(state, subscriber), subscriber)
         try:
             yield stream
         finally:
@@ -701,8 +689,7 @@ class Host:
                 yield fresh
             if page.next_after is None:
                 break
-        while (update := await subscriber.receive()) is not None:
-            yield update
+        # Live updates follow from the subscriber itself (see WatchStream).
 
     @property
     def closed(self) -> bool:

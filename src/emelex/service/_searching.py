@@ -1,7 +1,8 @@
 """A search page's hits: the exact matcher over the rows the store could not rule out.
 
-Runs on a worker thread (a page's rows may hold up to about 2 MiB of text between
-them), so a search never holds the Host's event loop. Hits are built without
+Runs on the store's reader thread right after its scan (``search_candidates_as``: a
+page's rows may hold a few MiB of text between them), so a search never holds the
+Host's event loop and costs one thread hop per page. Hits are built without
 construction checks: positions come from the store's checked rows and offsets from the
 matcher itself.
 """
@@ -16,12 +17,31 @@ from emelex.contracts import (
     ContractLimitExceeded,
     Position,
     SearchHit,
+    SearchPage,
     find_matches,
 )
 from emelex.service._rows import wire_position
-from emelex.store import CandidateRow
+from emelex.store import CandidatePage, CandidateRow
+from emelex.store import Position as StorePosition
 
 _hit = positional_builder(SearchHit)
+_page = positional_builder(SearchPage)
+
+
+def search_page(
+    page: CandidatePage, query: str, *, case_sensitive: bool, whole_word: bool
+) -> SearchPage:
+    """The page of hits in the store's candidate ``page``: it ends where the candidates
+    end, or earlier when the hits would pass ``MAX_SEARCH_HITS``."""
+    hits: list[SearchHit] = []
+    cut = None
+    if page.rows:
+        hits, cut = match_rows(
+            page.rows, query, case_sensitive=case_sensitive, whole_word=whole_word
+        )
+    if cut is None and page.next_after is not None:
+        cut = wire_position(page.next_after)
+    return _page(page.through, tuple(hits), cut)
 
 
 def match_rows(
@@ -36,20 +56,22 @@ def match_rows(
     ``ContractLimitExceeded``.
     """
     hits: list[SearchHit] = []
-    previous: Position | None = None
+    previous: StorePosition | None = None
     for row in rows:
-        position = wire_position(row.position)
-        found = [
-            _hit(position, name, start, end)
-            for name, value in row.fields
-            for start, end in find_matches(
-                value, query, case_sensitive=case_sensitive, whole_word=whole_word
-            )
-        ]
+        found: list[SearchHit] = []
+        position = None
+        for name, value in row.fields:
+            if not value:
+                continue  # an empty field (most rows' thinking) holds no match
+            spans = find_matches(value, query, case_sensitive=case_sensitive, whole_word=whole_word)
+            if spans:
+                if position is None:
+                    position = wire_position(row.position)
+                found += [_hit(position, name, start, end) for start, end in spans]
         if len(hits) + len(found) > MAX_SEARCH_HITS:
             if previous is None:
                 raise ContractLimitExceeded("search hits", MAX_SEARCH_HITS, len(found))
-            return hits, previous
+            return hits, wire_position(previous)
         hits += found
-        previous = position
+        previous = row.position
     return hits, None

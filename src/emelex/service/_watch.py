@@ -9,6 +9,7 @@ and no duplicate.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import AsyncGenerator
 from typing import Final
 
 import trio
@@ -27,6 +28,8 @@ from emelex.service._drafts import Draft, DraftMark
 
 #: Updates one watcher may have waiting before it is dropped as lagged.
 DEFAULT_WATCH_BUFFER: Final = 256
+#: Updates that are whole snapshots: a newer one replaces a waiting one.
+_SNAPSHOTS: Final = frozenset({QueueChanged, InteractionsChanged})
 
 
 def _after(position: Position, cursor: Position | None) -> bool:
@@ -65,21 +68,28 @@ class Subscriber:
         return self._end is not None
 
     def offer(self, update: WatchUpdate) -> None:
+        """Buffer ``update`` (shared, immutable: every subscriber gets the same object)
+        and wake the waiting receiver. Runs once per subscriber per commit: kept to a
+        few attribute reads in the common case of an idle watcher."""
         if self._end is not None:
             return
-        if isinstance(update, QueueChanged | InteractionsChanged):
+        buffer = self._buffer
+        if buffer and type(update) in _SNAPSHOTS:
             # Snapshots supersede each other: keep only the newest of a kind waiting.
-            for index, waiting in enumerate(self._buffer):
+            for index, waiting in enumerate(buffer):
                 if type(waiting) is type(update):
-                    del self._buffer[index]
+                    del buffer[index]
                     break
-        if len(self._buffer) - self._queued_marks >= self.capacity:
-            if isinstance(update, DraftCleared):
+        if len(buffer) - self._queued_marks >= self.capacity:
+            if type(update) is DraftCleared:
                 return  # a lagging watcher loses drafts, never rows
             self.end("lagged")
             return
-        self._buffer.append(update)
-        self._wake()
+        buffer.append(update)
+        task = self._waiting
+        if task is not None:
+            self._waiting = None
+            trio.lowlevel.reschedule(task)
 
     def offer_draft(self, draft: Draft) -> None:
         """``draft`` grew: queue this watcher's mark unless one is already waiting."""
@@ -121,34 +131,41 @@ class Subscriber:
         if task is not None:
             trio.lowlevel.reschedule(task)
 
-    async def _wait(self) -> None:
-        if self._waiting is not None:
-            raise trio.BusyResourceError("another task is already receiving from this watch")
-        self._waiting = trio.lowlevel.current_task()
-
-        def abort(_: object) -> trio.lowlevel.Abort:
-            self._waiting = None
-            return trio.lowlevel.Abort.SUCCEEDED
-
-        await trio.lowlevel.wait_task_rescheduled(abort)
+    def _abort(self, _: object) -> trio.lowlevel.Abort:
+        self._waiting = None
+        return trio.lowlevel.Abort.SUCCEEDED
 
     def fresh_rows(self, update: RowsPublished) -> RowsPublished | None:
         """``update`` without the rows already delivered (catch-up and live pushes
-        overlap), and the cursor moved past it; None when nothing is new."""
-        rows = tuple(r for r in update.rows if _after(r.position, self.delivered))
+        overlap), and the cursor moved past it; None when nothing is new. A live update
+        that is all new is returned as it is: every watcher shares the one object."""
+        rows = update.rows
         if not rows:
             return None
+        if not _after(rows[0].position, self.delivered):
+            rows = tuple(r for r in rows if _after(r.position, self.delivered))
+            if not rows:
+                return None
+            update = RowsPublished(through=update.through, rows=rows, next_after=rows[-1].position)
         self.delivered = rows[-1].position
-        return RowsPublished(through=update.through, rows=rows, next_after=rows[-1].position)
+        return update
 
     async def receive(self) -> WatchUpdate | None:
         """The next update, waiting for one; the subscription's last update is a
         :class:`WatchEnded`, and None follows it. Raises ``trio.Cancelled`` when
         cancelled; yields to the scheduler only while it waits."""
+        checked = False
         while True:
             if self._buffer:
+                if not checked:
+                    # A buffered update is returned without yielding (as a checkpoint
+                    # would not, for 1,000 watchers woken by one commit), but a
+                    # cancellation still lands, before the update is taken. After a
+                    # wait, the wait was the checkpoint.
+                    await trio.lowlevel.checkpoint_if_cancelled()
+                    checked = True
                 update = self._buffer.popleft()
-                if isinstance(update, DraftMark):
+                if type(update) is DraftMark:
                     self._queued_marks -= 1
                     update.queued = False
                     draft = update.take()
@@ -156,16 +173,12 @@ class Subscriber:
                         continue
                     if update.behind:  # the rest of a long draft goes next
                         self._queue_mark(update, first=True)
-                    await trio.lowlevel.checkpoint_if_cancelled()
                     return draft
-                if isinstance(update, RowsPublished):
+                if type(update) is RowsPublished:
                     fresh = self.fresh_rows(update)
                     if fresh is None:
                         continue
                     update = fresh
-                # A buffered update is returned without yielding (as a checkpoint would
-                # not, for 1,000 watchers woken by one commit): cancellation still lands.
-                await trio.lowlevel.checkpoint_if_cancelled()
                 return update
             if self._end is not None:
                 if self._end_sent:
@@ -174,4 +187,40 @@ class Subscriber:
                 self._end_sent = True
                 await trio.lowlevel.checkpoint()
                 return WatchEnded(reason=self._end, resume_after=self.delivered)
-            await self._wait()
+            if self._waiting is not None:
+                raise trio.BusyResourceError("another task is already receiving from this watch")
+            self._waiting = trio.lowlevel.current_task()
+            await trio.lowlevel.wait_task_rescheduled(self._abort)
+            checked = True
+
+
+class WatchStream:
+    """A watch's updates: the catch-up first (an async generator: it reads the store),
+    then the live updates straight from the subscriber's buffer. One commit wakes every
+    watcher, so the live part has no generator frame of its own between the buffer
+    and the consumer. Ends after the subscription's :class:`WatchEnded`."""
+
+    def __init__(self, catch_up: AsyncGenerator[WatchUpdate, None], subscriber: Subscriber) -> None:
+        self._catch_up: AsyncGenerator[WatchUpdate, None] | None = catch_up
+        self._subscriber = subscriber
+
+    def __aiter__(self) -> WatchStream:
+        return self
+
+    async def __anext__(self) -> WatchUpdate:
+        if self._catch_up is not None:
+            try:
+                return await self._catch_up.__anext__()
+            except StopAsyncIteration:
+                self._catch_up = None
+        update = await self._subscriber.receive()
+        if update is None:
+            raise StopAsyncIteration
+        return update
+
+    async def aclose(self) -> None:
+        """Close the catch-up if it is still running (the subscription itself is
+        ended by whoever holds it)."""
+        if self._catch_up is not None:
+            catch_up, self._catch_up = self._catch_up, None
+            await catch_up.aclose()

@@ -100,6 +100,17 @@ class Store(Protocol):
         after: Position | None = None,
     ) -> CandidatePage: ...
 
+    async def search_candidates_as(
+        self,
+        session_id: str,
+        query: str,
+        decide: Callable[[CandidatePage], R],
+        *,
+        case_sensitive: bool,
+        through: int | None = None,
+        after: Position | None = None,
+    ) -> R: ...
+
     async def last_sequence(self, session_id: str) -> int: ...
 
     async def last_position(self, session_id: str) -> Position | None: ...

@@ -21,11 +21,20 @@ one code point, so a match of the folded query in the folded field is a match in
 folded block, at the same code point offset. A block match that straddles two fields or
 rows is merely a false candidate that the exact matcher rejects; a row is left out only
 when it cannot match.
+
+Case-insensitive queries mostly avoid decoding and folding the block (which costs ten
+times the scan): an ASCII character that no other code point folds to (every ASCII
+character but ``k`` and ``s``, the targets of KELVIN SIGN and LONG S) is matched only by
+itself and its ASCII case partner, so a run of such characters in the folded query occurs
+in the block's bytes after ``bytes.lower()`` (ASCII-only, same length) wherever the query
+matches. The longest such run becomes the block's byte needle; only a query without a
+usable run (``ß``, ``é``, ``k``) decodes and folds blocks.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import sys
 from array import array
@@ -36,15 +45,36 @@ from typing import Any, Final
 
 import attrs
 
+from emelex._builders import positional_builder
 from emelex.contracts import simple_casefold
+from emelex.contracts._casefold import fold_for
 from emelex.store._log import Position
 
 #: A block is closed once it holds this many bytes (a longer row gets a block alone).
 BLOCK_BYTES: Final = 32 * 1024
-#: Text scanned per search page, at most (whole blocks).
-SCAN_BYTES_PER_PAGE: Final = 8 * 1024 * 1024
+#: Text scanned per search page, at most (whole blocks), when the query has a byte
+#: needle (about 30 ms of CPU); a query that folds decoded blocks scans a quarter.
+#: Fewer, larger pages: under load each page's thread hop waits for a CPU.
+SCAN_BYTES_PER_PAGE: Final = 32 * 1024 * 1024
 #: Candidate rows a search page hands to the exact matcher, at most.
-CANDIDATES_PER_PAGE: Final = 1000
+CANDIDATES_PER_PAGE: Final = 4000
+#: ASCII characters that some other code point simply case-folds to (U+017F LONG S and
+#: U+212A KELVIN SIGN): lowering bytes cannot find their non-ASCII partners.
+ASCII_FOLD_TARGETS: Final = frozenset("sk")
+#: False occurrences of a needle's rare byte checked before a find falls back to
+#: ``bytes.find`` (bounds the Python work when the "rare" byte is common in a text).
+MAX_ANCHOR_MISSES: Final = 16
+#: Bytes by how common they are in prose, code and JSON, most common first; any other
+#: byte (capitals past these, most punctuation, UTF-8 bytes) counts as rare.
+_COMMON_BYTES: Final = (
+    b" etaoinsrhldcumfpgwybvkxjqz\n\",.:_-/=()0123456789'{}[]\tETAOINSRHLDCUMFPGWYBVKXJQZ"
+)
+_BYTE_RANK: Final = bytes(
+    len(_COMMON_BYTES) - _COMMON_BYTES.index(b) if b in _COMMON_BYTES else 0 for b in range(256)
+)
+#: A case-insensitive byte needle shorter than the query must have this many characters
+#: (a shorter one lets too many rows through to the matcher).
+MIN_PARTIAL_NEEDLE: Final = 3
 
 SEARCH_BLOCKS_TABLE: Final = """
 CREATE TABLE IF NOT EXISTS search_blocks (
@@ -100,6 +130,69 @@ def arguments_of(tool_calls_json: str | None) -> list[dict[str, Any]]:
     if tool_calls_json is None:
         return []
     return [dict(call[2]) for call in json.loads(tool_calls_json)]
+
+
+def byte_needle(query: str, *, case_sensitive: bool) -> tuple[bytes | None, bool]:
+    """The bytes a block must contain to hold a match of ``query``, and whether they
+    are looked up in the block's lowered bytes; ``(None, False)`` when no byte needle
+    is sound and selective (the scan then folds the decoded block)."""
+    if case_sensitive:
+        return query.encode("utf-8", "surrogatepass"), False
+    best = ""
+    for run in _NOT_ASCII_CLOSED.split(simple_casefold(query)):
+        if len(run) > len(best):
+            best = run
+    if best and (len(best) == len(query) or len(best) >= MIN_PARTIAL_NEEDLE):
+        return best.encode("ascii"), True
+    return None, False
+
+
+class ByteFinder:
+    """``bytes.find`` for one needle, driven by ``memchr`` on its rarest byte.
+
+    CPython's ``bytes.find`` runs at a few hundred MB/s on prose when the needle's bytes
+    are common letters; ``memchr`` (one byte) runs at memory speed. Each occurrence of
+    the rarest byte is checked in place. A byte that turns out to be common in this
+    text (more than :data:`MAX_ANCHOR_MISSES` false occurrences in one call) ends the
+    call with plain ``bytes.find``, and once false occurrences outnumber true ones the
+    finder uses plain ``bytes.find`` for good. Finds exactly what ``bytes.find`` finds:
+    every match starting at or after ``start`` has its rare byte at or after
+    ``start + offset``, and the occurrences are visited in order.
+    """
+
+    def __init__(self, needle: bytes) -> None:
+        if not needle:
+            raise ValueError("the needle is empty")
+        self.needle = needle
+        self.offset = min(range(len(needle)), key=lambda i: _BYTE_RANK[needle[i]])
+        self.anchor = needle[self.offset : self.offset + 1]
+        self.anchored = len(needle) > 1
+        self._misses = 0
+        self._hits = 0
+
+    def find(self, haystack: bytes, start: int) -> int:
+        """The first offset at or after ``start`` where the needle occurs, else -1."""
+        needle = self.needle
+        if not self.anchored:
+            return haystack.find(needle, start)
+        anchor, offset = self.anchor, self.offset
+        at = haystack.find(anchor, start + offset)
+        misses = 0
+        while at >= 0:
+            begin = at - offset
+            if haystack.startswith(needle, begin):
+                self._hits += 1
+                return begin
+            misses += 1
+            if misses > MAX_ANCHOR_MISSES:
+                self._misses += misses
+                if self._misses > 4 * self._hits + MAX_ANCHOR_MISSES:
+                    self.anchored = False  # the "rare" byte is common here
+                # No match starts before begin + 1 (every anchor up to here was checked).
+                return haystack.find(needle, begin + 1)
+            at = haystack.find(anchor, at + 1)
+        self._misses += misses
+        return -1
 
 
 def _ints(data: bytes) -> array[int]:
@@ -191,7 +284,8 @@ def scan_blocks(
 ) -> CandidatePage:
     """The rows after ``after`` and under the fence that may hold ``query``.
 
-    Scans whole blocks up to :data:`SCAN_BYTES_PER_PAGE`, and stops early after
+    Scans whole blocks up to :data:`SCAN_BYTES_PER_PAGE` (a quarter of that when the
+    blocks must be decoded and folded), and stops early after
     :data:`CANDIDATES_PER_PAGE` candidates (the cursor is then the last candidate).
     Runs inside the caller's read transaction.
     """
@@ -216,9 +310,11 @@ def scan_blocks(
 
 class _Scan:
     def __init__(self, query: str, case_sensitive: bool, through: int, after: Position) -> None:
-        # Case-sensitive: the query's bytes must occur in the block's bytes. Otherwise
-        # the folded query must occur in the folded (decoded) block.
-        self.needle = query.encode("utf-8", "surrogatepass") if case_sensitive else None
+        # A byte needle that must occur in the block's bytes (lowered for a
+        # case-insensitive query); without one, the folded query must occur in the
+        # folded (decoded) block.
+        needle, self.lowered = byte_needle(query, case_sensitive=case_sensitive)
+        self.needle = None if needle is None else ByteFinder(needle)
         self.folded = simple_casefold(query)
         self.through = through
         self.after = (after.source_sequence, after.item_index)
@@ -226,19 +322,24 @@ class _Scan:
 
     def run(self, blocks: sqlite3.Cursor) -> tuple[list[CandidateRow], Position | None]:
         scanned = 0
+        budget = SCAN_BYTES_PER_PAGE if self.needle is not None else SCAN_BYTES_PER_PAGE // 4
         last: tuple[int, int] | None = None
         for rows, fields, data, last_sequence, last_index in blocks:
-            if scanned >= SCAN_BYTES_PER_PAGE and last is not None and last > self.after:
+            if scanned >= budget and last is not None and last > self.after:
                 # The page has moved past its cursor and more blocks remain.
                 return self.found, Position(*last)
             if not (type(rows) is type(fields) is type(data) is bytes):
                 raise _BadBlock("a search block's columns are not blobs")
+            _check_shape(rows, fields, data)
             scanned += len(data)
             try:
                 if self.needle is not None:
-                    found = data.find(self.needle)
+                    haystack = data.lower() if self.lowered else data
+                    found = self.needle.find(haystack, 0)
                     cut = (
-                        None if found < 0 else self._bytes(_ints(rows), _ints(fields), data, found)
+                        None
+                        if found < 0
+                        else self._bytes(_ints(rows), _ints(fields), data, haystack, found)
                     )
                 else:
                     cut = self._folded(_ints(rows), _ints(fields), data)
@@ -252,29 +353,43 @@ class _Scan:
         return self.found, None
 
     def _bytes(
-        self, rows: array[int], fields: array[int], data: bytes, found: int
+        self, rows: array[int], fields: array[int], data: bytes, haystack: bytes, found: int
     ) -> Position | None:
-        """Candidates of a case-sensitive scan: byte offsets map to rows directly, and
-        only a candidate row's bytes are decoded."""
+        """Candidates of a byte-needle scan (``haystack`` is ``data`` or its lowering,
+        at the same offsets): byte offsets map to rows directly, and only a candidate
+        row's bytes are decoded."""
+        # One tight loop per block: this runs for every row that holds the needle.
         ends = rows[2::4]
+        count = len(ends)
         needle = self.needle
         assert needle is not None
+        through = self.through
+        after_sequence, after_index = self.after
+        found_rows = self.found
         while found >= 0:
             number = bisect_right(ends, found)
-            if number >= len(ends):
+            if number >= count:
                 break  # past the last row (a damaged block): nothing more to find
-            start = 0 if number == 0 else ends[number - 1]
-            verdict = self._add(rows, fields, number, data[start : ends[number]])
-            if verdict is not _NEXT:
-                return _cut(rows, number, verdict)
-            found = data.find(needle, ends[number])  # one candidate per row is enough
+            at = 4 * number
+            sequence = rows[at]
+            if sequence > through:
+                return None
+            index = rows[at + 1]
+            end = ends[number]
+            if sequence > after_sequence or (sequence == after_sequence and index > after_index):
+                start, first = (ends[number - 1], rows[at - 1]) if number else (0, 0)
+                text = _decode(data[start:end])
+                found_rows.append(_candidate(sequence, index, fields, first, rows[at + 3], text))
+                if len(found_rows) >= CANDIDATES_PER_PAGE:
+                    return _position(sequence, index)
+            found = needle.find(haystack, end)  # one candidate per row is enough
         return None
 
     def _folded(self, rows: array[int], fields: array[int], data: bytes) -> Position | None:
         """Candidates of a case-insensitive scan: the block is decoded and folded once,
         and code point offsets map to rows."""
         text = _decode(data)
-        folded = simple_casefold(text)
+        folded = fold_for(text, self.folded)
         found = folded.find(self.folded)
         if found < 0:
             return None
@@ -303,10 +418,14 @@ class _Scan:
         if isinstance(text, bytes):
             text = _decode(text)
         first = 0 if number == 0 else rows[4 * number - 1]
-        lengths = fields[first : rows[4 * number + 3]]
-        self.found.append(_candidate(sequence, index, lengths, text))
+        self.found.append(_candidate(sequence, index, fields, first, rows[4 * number + 3], text))
         return _FULL if len(self.found) >= CANDIDATES_PER_PAGE else _NEXT
 
+
+#: What is not an ASCII character matched only by itself and its ASCII case partner.
+_NOT_ASCII_CLOSED: Final = re.compile(
+    "[^\\x00-\\x7f]|[" + "".join(sorted(ASCII_FOLD_TARGETS)) + "]"
+)
 
 _NEXT: Final = "next"
 _BEYOND: Final = "beyond"
@@ -321,6 +440,20 @@ def _cut(rows: array[int], number: int, verdict: str) -> Position | None:
     return None
 
 
+def _check_shape(rows: bytes, fields: bytes, data: bytes) -> None:
+    """Raise ``_BadBlock`` unless the block's last row ends where its text does and
+    counts all its fields (a block without the needle is never decoded: this is what
+    proves its arrays and text belong together)."""
+    if (
+        not rows
+        or len(rows) % 32
+        or len(fields) % 8
+        or int.from_bytes(rows[-16:-8], "little", signed=True) != len(data)
+        or int.from_bytes(rows[-8:], "little", signed=True) != len(fields) // 8
+    ):
+        raise _BadBlock("a search block's row arrays do not fit its text")
+
+
 def _decode(data: bytes) -> str:
     try:
         return data.decode("utf-8", "surrogatepass")
@@ -328,13 +461,26 @@ def _decode(data: bytes) -> str:
         raise _BadBlock(f"a search block's text does not decode ({exc})") from exc
 
 
-def _candidate(sequence: int, index: int, lengths: array[int], text: str) -> CandidateRow:
-    fields = []
+def _candidate(
+    sequence: int, index: int, fields: array[int], first: int, last: int, text: str
+) -> CandidateRow:
+    """Row ``sequence, index`` whose fields have the lengths ``fields[first:last]``."""
+    position = _position(sequence, index)
+    if last - first == 2 and fields[first + 1] == 0 and fields[first] == len(text):
+        # The common row: a body and no thinking (no checks needed: lengths agree).
+        return _candidate_row(position, ((BODY, text), _NO_THINKING))
+    parts = []
     start = 0
-    for number, length in enumerate(lengths):
+    for number, length in enumerate(fields[first:last]):
         name = BODY if number == 0 else THINKING if number == 1 else TOOL_ARGUMENTS
-        fields.append((name, text[start : start + length]))
+        parts.append((name, text[start : start + length]))
         start += length
     if start != len(text):
         raise _BadBlock("a search block's field lengths do not match its text")
-    return CandidateRow(position=Position(sequence, index), fields=tuple(fields))
+    return _candidate_row(position, tuple(parts))
+
+
+# Built from checked block arrays (integers, lengths that add up): no construction checks.
+_position = positional_builder(Position)
+_candidate_row = positional_builder(CandidateRow)
+_NO_THINKING: Final = (THINKING, "")

@@ -750,6 +750,23 @@ class PostgresStore:
             rows.append(CandidateRow(position=r.position, fields=tuple(fields)))
         return CandidatePage(through=page.through, rows=tuple(rows), next_after=page.next_after)
 
+    async def search_candidates_as(
+        self,
+        session_id: str,
+        query: str,
+        decide: Callable[[CandidatePage], R],
+        *,
+        case_sensitive: bool,
+        through: int | None = None,
+        after: Position | None = None,
+    ) -> R:
+        """``decide(page)`` for the page :meth:`search_candidates` returns, on a worker
+        thread (the same contract as the SQLite store's ``search_candidates_as``)."""
+        page = await self.search_candidates(
+            session_id, query, case_sensitive=case_sensitive, through=through, after=after
+        )
+        return await trio.to_thread.run_sync(decide, page)
+
     async def read_row(
         self, session_id: str, position: Position, *, through: int | None = None
     ) -> StoredRow | None:
