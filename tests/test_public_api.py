@@ -470,6 +470,7 @@ EXPECTED: dict[str, set[str]] = {
         "attachment_spans",
         "field_bounds",
         "find_matches",
+        "fold_for",
         "from_wire",
         "is_union",
         "is_word_char",

@@ -23,7 +23,7 @@ from emelex.contracts._agents import (
     WorkspacePolicyName,
 )
 from emelex.contracts._bytes import BytesBase64, from_base64, to_base64
-from emelex.contracts._casefold import UNICODE_VERSION, simple_casefold
+from emelex.contracts._casefold import UNICODE_VERSION, fold_for, simple_casefold
 from emelex.contracts._context import (
     ContextReport,
     ContextRequest,
@@ -406,6 +406,7 @@ __all__ = [
     "WorkspacePolicyName",
     "attachment_spans",
     "find_matches",
+    "fold_for",
     "is_word_char",
     "from_wire",
     "json_schema",

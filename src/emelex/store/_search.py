@@ -46,8 +46,7 @@ from typing import Any, Final
 import attrs
 
 from emelex._builders import positional_builder
-from emelex.contracts import simple_casefold
-from emelex.contracts._casefold import fold_for
+from emelex.contracts import fold_for, simple_casefold
 from emelex.store._log import Position
 
 #: A block is closed once it holds this many bytes (a longer row gets a block alone).
