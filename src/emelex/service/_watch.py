@@ -165,7 +165,7 @@ class Subscriber:
                     await trio.lowlevel.checkpoint_if_cancelled()
                     checked = True
                 update = self._buffer.popleft()
-                if type(update) is DraftMark:
+                if isinstance(update, DraftMark):
                     self._queued_marks -= 1
                     update.queued = False
                     draft = update.take()
