@@ -38,27 +38,51 @@ class FrameCache:
             self._items.popitem(last=False)
 
 
+class _Encoded:
+    """One update's wire JSON, and its single-update frames once asked for (the same
+    ``str`` objects for every watcher, so the socket layer frames each once too)."""
+
+    __slots__ = ("batch", "frame", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.frame: str | None = None
+        self.batch: str | None = None
+
+
 _ENCODED = FrameCache()
 
 
-def update_text(update: Any) -> str:
-    """The wire JSON of ``update``."""
+def _encoded(update: Any) -> _Encoded:
     try:
-        cached: str | None = _ENCODED.get(update)
+        cached: _Encoded | None = _ENCODED.get(update)
     except TypeError:  # an unhashable value (a free-form JSON field): encode it each time
-        return dump(to_wire(update)).decode()
+        return _Encoded(dump(to_wire(update)).decode())
     if cached is None:
-        cached = dump(to_wire(update)).decode()
-        if len(cached) <= MAX_CACHED_TEXT:
+        cached = _Encoded(dump(to_wire(update)).decode())
+        if len(cached.text) <= MAX_CACHED_TEXT:
             _ENCODED.put(update, cached)
     return cached
 
 
+def update_text(update: Any) -> str:
+    """The wire JSON of ``update``."""
+    return _encoded(update).text
+
+
 def update_frame(update: Any) -> str:
     """The text frame ``{"update": <wire update>}`` of ``update``."""
-    return '{"update":' + update_text(update) + "}"
+    encoded = _encoded(update)
+    if encoded.frame is None:
+        encoded.frame = '{"update":' + encoded.text + "}"
+    return encoded.frame
 
 
 def batch_frame(updates: list[Any]) -> str:
     """The text frame ``{"updates": [<wire update>, ...]}``."""
+    if len(updates) == 1:
+        encoded = _encoded(updates[0])
+        if encoded.batch is None:
+            encoded.batch = '{"updates":[' + encoded.text + "]}"
+        return encoded.batch
     return '{"updates":[' + ",".join(update_text(u) for u in updates) + "]}"
