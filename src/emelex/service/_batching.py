@@ -78,13 +78,16 @@ async def send_batched(
     """Send ``updates`` as batches through ``send_frame``, then the end (the stream's
     final ``WatchEnded``, or None when it just stopped) through ``send_end``."""
     backlog = _Backlog(BACKLOG)
+    failure: list[Exception] = []
 
     async def pump() -> None:
-        # On an error the nursery cancels the sender instead: no end is sent.
-        async for update in updates:
-            await backlog.put(update)
-            if isinstance(update, WatchEnded):
-                break
+        try:
+            async for update in updates:
+                await backlog.put(update)
+                if isinstance(update, WatchEnded):
+                    break
+        except Exception as exc:  # raised by the sender, unwrapped, after what came before
+            failure.append(exc)
         backlog.close()
 
     async with trio.open_nursery() as nursery:
@@ -96,4 +99,6 @@ async def send_batched(
             if end is not None:
                 await send_end(end)
                 return
-        await send_end(None)
+    if failure:
+        raise failure[0]  # outside the nursery: the stream's own error, not a group
+    await send_end(None)

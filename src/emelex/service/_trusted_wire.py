@@ -16,13 +16,13 @@ from __future__ import annotations
 import types
 import typing
 from collections.abc import Callable
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Final, Literal, get_args, get_origin
 
 import attrs
 
 from emelex.contracts import ContractError, from_wire
 from emelex.contracts._convert import camel
-from emelex.contracts._wire import WIRE_STRINGS, tag_of, trusted
+from emelex.contracts._wire import WIRE_STRINGS, tag_of
 
 Build = Callable[[Any, str], Any]
 
@@ -177,22 +177,55 @@ def _array(item_type: Any) -> Build:
 
 
 def _class(cls: type) -> Build:
+    attrs.resolve_types(cls)  # a no-op for wire classes (resolved when declared)
     fields = [(f.name, camel(f.name), f.type) for f in attrs.fields(cls)]
-    keys = frozenset(key for _, key, _ in fields)
-    # (attribute, wire key, builder, "Class.key" for errors), filled on first use.
-    plan: list[tuple[str, str, Build, str]] = []
+    size = len(fields)
+    # (wire key, exact JSON type or None, builder, "Class.key", setter), filled on first
+    # use (declarations may refer to themselves). Plain strings, integers and booleans
+    # are checked inline; the setter writes the frozen slot directly (as `trusted` does).
+    plan: list[tuple[str, type | None, Build, str, Callable[[Any, Any], None]]] = []
+
+    def fill() -> None:
+        for name, key, tp in fields:
+            slot: Any = cls.__dict__.get(name)
+            setter = slot.__set__ if hasattr(slot, "__set__") else _setattr(name)
+            exact = str if tp is str or tp in WIRE_STRINGS else tp if tp in (int, bool) else None
+            plan.append((key, exact, _builder(tp), f"{cls.__name__}.{key}", setter))
 
     def build(value: Any, where: str) -> Any:
         if type(value) is not dict:
             raise ContractError(f"{where}: expected a {cls.__name__} object, got {_kind(value)}")
-        if len(value) != len(keys) or not keys.issuperset(value):
-            missing = sorted(keys.difference(value))
-            unknown = sorted(str(k) for k in value if k not in keys)
-            raise ContractError(f"{where}: {cls.__name__} missing {missing}, unknown {unknown}")
         if not plan:
-            plan.extend(
-                (name, key, _builder(tp), f"{cls.__name__}.{key}") for name, key, tp in fields
-            )
-        return trusted(cls, **{name: b(value[key], at) for name, key, b, at in plan})
+            fill()
+        instance: Any = object.__new__(cls)
+        try:
+            if len(value) != size:
+                raise KeyError
+            for key, exact, builder, at, put in plan:
+                item = value[key]
+                if exact is None:
+                    put(instance, builder(item, at))
+                elif type(item) is exact:
+                    put(instance, item)
+                else:
+                    raise ContractError(f"{at}: expected {_NAMES[exact]}, got {_kind(item)}")
+        except KeyError:
+            keys = [key for key, *_ in plan]
+            missing = sorted(k for k in keys if k not in value)
+            unknown = sorted(str(k) for k in value if k not in keys)
+            raise ContractError(
+                f"{where}: {cls.__name__} missing {missing}, unknown {unknown}"
+            ) from None
+        return instance
 
     return build
+
+
+_NAMES: Final = {str: "a string", int: "an integer", bool: "a boolean"}
+
+
+def _setattr(name: str) -> Callable[[Any, Any], None]:
+    def put(instance: Any, value: Any) -> None:
+        object.__setattr__(instance, name, value)
+
+    return put

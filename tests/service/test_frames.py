@@ -1,0 +1,66 @@
+"""Update frames: encoded and framed once for every watcher, decoded once per client."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from wsproto.frame_protocol import FrameProtocol
+
+from emelex.contracts import Position, QueueChanged, QueueSnapshot, WatchEnded, WatchUpdate
+from emelex.service import TransportError
+from emelex.service._client import _frame_updates
+from emelex.service._frames import batch_frame, update_frame
+from emelex.service._wsserver import text_frame
+
+QUEUE = QueueChanged(queue=QueueSnapshot(session_id="s-1", revision=3, entries=()))
+
+
+def test_equal_updates_share_one_frame_text() -> None:
+    copy = QueueChanged(queue=QueueSnapshot(session_id="s-1", revision=3, entries=()))
+    assert update_frame(QUEUE) is update_frame(copy)
+    assert batch_frame([QUEUE]) is batch_frame([copy])
+    assert json.loads(update_frame(QUEUE)) == {
+        "update": json.loads(batch_frame([QUEUE]))["updates"][0]
+    }
+    ended = WatchEnded(reason="lagged", resume_after=Position(source_sequence=1, item_index=0))
+    both = json.loads(batch_frame([QUEUE, ended]))["updates"]
+    assert [u["kind"] for u in both] == ["queue", "end"]
+
+
+@pytest.mark.parametrize("size", [0, 1, 125, 126, 127, 65535, 65536, 300_000])
+def test_text_frames_are_what_wsproto_would_send(size: int) -> None:
+    text = "é" * (size // 2) + "a" * (size % 2)  # multi-byte: the length is in bytes
+    expected = FrameProtocol(client=False, extensions=[]).send_data(text, fin=True)
+    assert text_frame(text) == expected
+    assert text_frame(text) == expected  # from the cache the second time
+
+
+def test_the_client_decodes_single_and_batched_frames_alike() -> None:
+    single = _frame_updates(update_frame(QUEUE), WatchUpdate)
+    batched = _frame_updates(batch_frame([QUEUE, QUEUE]), WatchUpdate)
+    assert single == (QUEUE,)
+    assert batched == (QUEUE, QUEUE)
+    assert _frame_updates('{"end":null}', WatchUpdate) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "error", "needle"),
+    [
+        ("[1]", TransportError, "not a JSON object"),
+        ("not json", TransportError, "not JSON"),
+        ('{"update":1,"end":null}', TransportError, "not one update"),
+        ('{"updates":[]}', TransportError, "empty or malformed batch"),
+        ('{"updates":{}}', TransportError, "empty or malformed batch"),
+        ('{"surprise":1}', TransportError, "unknown frame"),
+        ('{"update":{"kind":"queue"}}', Exception, "QueueChanged missing ['queue']"),
+        ('{"updates":[{"kind":"what"}]}', Exception, "unknown kind 'what'"),
+    ],
+)
+def test_malformed_frames_are_typed_errors(text: str, error: type, needle: str) -> None:
+    from emelex import EmelexError
+
+    with pytest.raises(EmelexError) as caught:
+        _frame_updates(text, WatchUpdate)
+    assert isinstance(caught.value, error)
+    assert needle in str(caught.value)
