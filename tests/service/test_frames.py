@@ -7,17 +7,24 @@ import json
 import pytest
 from wsproto.frame_protocol import FrameProtocol
 
-from emelex.contracts import Position, QueueChanged, QueueSnapshot, WatchEnded, WatchUpdate
+from emelex.contracts import (
+    Position,
+    QueueChanged,
+    QueueSnapshot,
+    SessionId,
+    WatchEnded,
+    WatchUpdate,
+)
 from emelex.service import TransportError
 from emelex.service._client import _frame_updates
 from emelex.service._frames import batch_frame, update_frame
 from emelex.service._wsserver import text_frame
 
-QUEUE = QueueChanged(queue=QueueSnapshot(session_id="s-1", revision=3, entries=()))
+QUEUE = QueueChanged(queue=QueueSnapshot(session_id=SessionId("s-1"), revision=3, entries=()))
 
 
 def test_equal_updates_share_one_frame_text() -> None:
-    copy = QueueChanged(queue=QueueSnapshot(session_id="s-1", revision=3, entries=()))
+    copy = QueueChanged(queue=QueueSnapshot(session_id=SessionId("s-1"), revision=3, entries=()))
     assert update_frame(QUEUE) is update_frame(copy)
     assert batch_frame([QUEUE]) is batch_frame([copy])
     assert json.loads(update_frame(QUEUE)) == {
