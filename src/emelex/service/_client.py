@@ -10,7 +10,6 @@ and the Host answers the retry with the original receipt.
 from __future__ import annotations
 
 import base64
-import json
 import os
 import pathlib
 import ssl
@@ -105,7 +104,7 @@ from emelex.contracts import (
 from emelex.service import _errors
 from emelex.service._errors import TransportError
 from emelex.service._frames import MAX_CACHED_TEXT, FrameCache
-from emelex.service._json import dump
+from emelex.service._json import dump, load_fast
 from emelex.service._resource import RESOURCE_TYPE, request_then_resource
 from emelex.service._routes import BY_NAME
 from emelex.service._trusted_wire import decode_trusted
@@ -625,12 +624,12 @@ def _describe(error: BaseException) -> str:
 
 def _decode(raw: bytes | str) -> Any:
     """The JSON value of an answer or frame (an object, or null). The Host's answers
-    are parsed directly: CPython's decoder refuses runaway nesting with RecursionError,
-    which is caught here, so the server's pre-parse depth scan is not paid twice."""
+    are parsed directly: the decoders refuse runaway nesting (orjson with ValueError,
+    CPython's with RecursionError), so the server's pre-parse depth scan is not paid twice."""
     if len(raw) > MAX_ANSWER_BYTES:
         raise TransportError(f"the Host's answer exceeds {MAX_ANSWER_BYTES} bytes")
     try:
-        value = json.loads(raw)
+        value = load_fast(raw)
     except (ValueError, RecursionError) as exc:
         raise TransportError(f"the Host's answer is not JSON: {exc}") from None
     if value is not None and not isinstance(value, dict):

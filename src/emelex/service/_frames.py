@@ -12,7 +12,7 @@ from collections import OrderedDict
 from typing import Any, Final
 
 from emelex.contracts import to_wire
-from emelex.service._json import dump
+from emelex.service._json import dump_fast
 
 #: Distinct frames each cache keeps (the newest); larger frames are not cached.
 CACHED_FRAMES: Final = 32
@@ -51,15 +51,28 @@ class _Encoded:
 
 
 _ENCODED = FrameCache()
+#: The update encoded last, and its encoding: the Host offers one object to every
+#: watcher of a session, so most lookups are for it and need no hashing.
+_last: tuple[Any, _Encoded] | None = None
 
 
 def _encoded(update: Any) -> _Encoded:
+    global _last
+    last = _last
+    if last is not None and last[0] is update:
+        return last[1]
+    found = _lookup(update)
+    _last = (update, found)
+    return found
+
+
+def _lookup(update: Any) -> _Encoded:
     try:
         cached: _Encoded | None = _ENCODED.get(update)
     except TypeError:  # an unhashable value (a free-form JSON field): encode it each time
-        return _Encoded(dump(to_wire(update)).decode())
+        return _Encoded(dump_fast(to_wire(update)))
     if cached is None:
-        cached = _Encoded(dump(to_wire(update)).decode())
+        cached = _Encoded(dump_fast(to_wire(update)))
         if len(cached.text) <= MAX_CACHED_TEXT:
             _ENCODED.put(update, cached)
     return cached
