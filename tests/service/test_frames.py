@@ -71,3 +71,33 @@ def test_malformed_frames_are_typed_errors(text: str, error: type, needle: str) 
         _frame_updates(text, WatchUpdate)
     assert isinstance(caught.value, error)
     assert needle in str(caught.value)
+
+
+@pytest.mark.parametrize("big", [2**63 - 1, 2**63, -(2**63) - 1, 10**30])
+def test_integers_past_64_bits_travel_exactly(big: int) -> None:
+    # A model's tool arguments may hold an integer past 64 bits: orjson refuses to encode
+    # it and would decode it as a float; the standard library takes those.
+    from emelex.contracts import HistoryRow, RowsPublished, ToolCallInfo
+
+    call = ToolCallInfo(id="c1", name="add", arguments={"n": big, "deep": [[["x"]]]})
+    row = HistoryRow(
+        position=Position(source_sequence=2, item_index=0),
+        turn_id="t-1",  # type: ignore[arg-type]
+        role="assistant",
+        body="",
+        thinking=None,
+        tool_calls=(call,),
+        tool_call_id=None,
+        tool_name=None,
+        internal=False,
+    )
+    update = RowsPublished(through=2, rows=(row,), next_after=row.position)
+    text = update_frame(update)
+    assert str(big) in text
+    assert _frame_updates(text, WatchUpdate) == (update,)
+
+
+def test_runaway_nesting_from_the_host_is_a_transport_error() -> None:
+    text = '{"update":' + "[" * 5000 + "]" * 5000 + "}"
+    with pytest.raises(TransportError, match="not JSON"):
+        _frame_updates(text, WatchUpdate)

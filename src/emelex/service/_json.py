@@ -59,9 +59,19 @@ def dump_fast(value: Any) -> str:
         return dump(value).decode()
 
 
+#: A run of 19 digits: an integer that may not fit 64 bits (orjson would return a float).
+_LONG_DIGITS: Final = re.compile(r"[0-9]{19}")
+_LONG_DIGIT_BYTES: Final = re.compile(rb"[0-9]{19}")
+
+
 def load_fast(raw: bytes | str) -> Any:
     """``json.loads`` through orjson (nesting past its 1,024 levels is a ``ValueError``,
-    never a ``RecursionError``); the standard library retries what orjson refuses."""
+    never a ``RecursionError``). The standard library parses what orjson refuses, and
+    any text with 19 digits in a row (maybe in a string: a rare, slower, correct path),
+    since orjson reads an integer past 64 bits as a float."""
+    long = _LONG_DIGITS.search(raw) if isinstance(raw, str) else _LONG_DIGIT_BYTES.search(raw)
+    if long is not None:
+        return json.loads(raw)
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
