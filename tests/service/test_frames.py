@@ -23,10 +23,14 @@ from emelex.service._wsserver import text_frame
 QUEUE = QueueChanged(queue=QueueSnapshot(session_id=SessionId("s-1"), revision=3, entries=()))
 
 
-def test_equal_updates_share_one_frame_text() -> None:
+def test_one_update_object_is_encoded_once_for_every_watcher() -> None:
     copy = QueueChanged(queue=QueueSnapshot(session_id=SessionId("s-1"), revision=3, entries=()))
-    assert update_frame(QUEUE) is update_frame(copy)
-    assert batch_frame([QUEUE]) is batch_frame([copy])
+    assert update_frame(QUEUE) is update_frame(QUEUE)
+    assert batch_frame([QUEUE]) is batch_frame([QUEUE])
+    assert batch_frame([QUEUE, copy]) is batch_frame([QUEUE, copy])
+    # An equal copy is encoded again (hashing would cost as much), to the same text.
+    assert update_frame(copy) == update_frame(QUEUE)
+    assert batch_frame([copy, QUEUE]) == batch_frame([QUEUE, copy])
     assert json.loads(update_frame(QUEUE)) == {
         "update": json.loads(batch_frame([QUEUE]))["updates"][0]
     }

@@ -1,9 +1,11 @@
 """Update frames of subscriptions, encoded once however many watchers receive them.
 
-The Host hands the same update (an equal value) to every watcher of a session, and a
-client process may hold many watches of one session: a small cache keyed by the update
-(server) or by the frame's text (client) turns N encodings or decodings into one. The
-values are frozen, so sharing one decoded object between watchers is safe.
+The Host hands the very same update object to every watcher of a session, and a client
+process may hold many watches of one session: a small cache keyed by the update's
+identity (server) or by the frame's text (client) turns N encodings or decodings into
+one. Identity, not equality: hashing a page of rows costs about as much as encoding it,
+and a watch catching up gets pages nobody else does. The values are frozen, so sharing
+one decoded object between watchers is safe.
 """
 
 from __future__ import annotations
@@ -50,32 +52,21 @@ class _Encoded:
         self.batch: str | None = None
 
 
+#: id(update) -> (update, its encoding). An entry holds its update, so the id cannot be
+#: reused while the entry lives.
 _ENCODED = FrameCache()
-#: The update encoded last, and its encoding: the Host offers one object to every
-#: watcher of a session, so most lookups are for it and need no hashing.
-_last: tuple[Any, _Encoded] | None = None
+#: The ids of a batch's updates -> (the updates, the batch frame).
+_BATCHES = FrameCache()
 
 
 def _encoded(update: Any) -> _Encoded:
-    global _last
-    last = _last
-    if last is not None and last[0] is update:
-        return last[1]
-    found = _lookup(update)
-    _last = (update, found)
+    entry: tuple[Any, _Encoded] | None = _ENCODED.get(id(update))
+    if entry is not None and entry[0] is update:
+        return entry[1]
+    found = _Encoded(dump_fast(to_wire(update)))
+    if len(found.text) <= MAX_CACHED_TEXT:
+        _ENCODED.put(id(update), (update, found))
     return found
-
-
-def _lookup(update: Any) -> _Encoded:
-    try:
-        cached: _Encoded | None = _ENCODED.get(update)
-    except TypeError:  # an unhashable value (a free-form JSON field): encode it each time
-        return _Encoded(dump_fast(to_wire(update)))
-    if cached is None:
-        cached = _Encoded(dump_fast(to_wire(update)))
-        if len(cached.text) <= MAX_CACHED_TEXT:
-            _ENCODED.put(update, cached)
-    return cached
 
 
 def update_text(update: Any) -> str:
@@ -98,4 +89,12 @@ def batch_frame(updates: list[Any]) -> str:
         if encoded.batch is None:
             encoded.batch = '{"updates":[' + encoded.text + "]}"
         return encoded.batch
-    return '{"updates":[' + ",".join(update_text(u) for u in updates) + "]}"
+    # Watchers that keep up equally take the same updates at once: one text for all.
+    key = tuple(map(id, updates))
+    entry: tuple[tuple[Any, ...], str] | None = _BATCHES.get(key)
+    if entry is not None and all(a is b for a, b in zip(entry[0], updates, strict=True)):
+        return entry[1]
+    text = '{"updates":[' + ",".join(update_text(u) for u in updates) + "]}"
+    if len(text) <= MAX_CACHED_TEXT:
+        _BATCHES.put(key, (tuple(updates), text))
+    return text

@@ -59,20 +59,18 @@ def dump_fast(value: Any) -> str:
         return dump(value).decode()
 
 
-#: A run of 19 digits: an integer that may not fit 64 bits (orjson would return a float).
-_LONG_DIGITS: Final = re.compile(r"[0-9]{19}")
-_LONG_DIGIT_BYTES: Final = re.compile(rb"[0-9]{19}")
-
-
 def load_fast(raw: bytes | str) -> Any:
     """``json.loads`` through orjson (nesting past its 1,024 levels is a ``ValueError``,
-    never a ``RecursionError``). The standard library parses what orjson refuses, and
-    any text with 19 digits in a row (maybe in a string: a rare, slower, correct path),
-    since orjson reads an integer past 64 bits as a float."""
-    long = _LONG_DIGITS.search(raw) if isinstance(raw, str) else _LONG_DIGIT_BYTES.search(raw)
-    if long is not None:
-        return json.loads(raw)
+    never a ``RecursionError``). orjson reads an integer past 64 bits as a float, so a
+    parse counts only when orjson writes the value back to the very same text (the
+    Host's frames are orjson's compact output); the standard library parses the rest."""
     try:
-        return orjson.loads(raw)
+        value = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return json.loads(raw)
+    try:
+        if orjson.dumps(value) == (raw.encode() if isinstance(raw, str) else raw):
+            return value
+    except orjson.JSONEncodeError:
+        pass
+    return json.loads(raw)
