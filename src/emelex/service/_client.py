@@ -103,7 +103,7 @@ from emelex.contracts import (
 )
 from emelex.service import _errors
 from emelex.service._errors import TransportError
-from emelex.service._frames import MAX_CACHED_TEXT, FrameCache
+from emelex.service._frames import FrameCache
 from emelex.service._json import dump, load_fast
 from emelex.service._resource import RESOURCE_TYPE, request_then_resource
 from emelex.service._routes import BY_NAME
@@ -640,12 +640,15 @@ def _decode(raw: bytes | str) -> Any:
 #: Decoded update frames by (update type, frame text): the watches of one session in
 #: this process receive the same frames, and each is decoded once.
 _DECODED = FrameCache()
+#: Larger frames (a caught-up page, which no other watch shares) are not kept: holding
+#: their thousands of objects only made the garbage collector's passes longer.
+_MAX_DECODED_TEXT: Final = 16 * 1024
 
 
 def _frame_updates(text: str, update_type: Any) -> tuple[Any, ...] | None:
     """The updates an update frame carries (None for an end frame: the caller reads
     it); typed errors for anything malformed."""
-    key = (update_type, text) if len(text) <= MAX_CACHED_TEXT else None
+    key = (update_type, text) if len(text) <= _MAX_DECODED_TEXT else None
     found: tuple[Any, ...] | None = None if key is None else _DECODED.get(key)
     if found is not None:
         return found
