@@ -8,16 +8,18 @@ import pytest
 from wsproto.frame_protocol import FrameProtocol
 
 from emelex.contracts import (
+    HistoryRow,
     Position,
     QueueChanged,
     QueueSnapshot,
+    RowsPublished,
     SessionId,
     WatchEnded,
     WatchUpdate,
 )
 from emelex.service import TransportError
 from emelex.service._client import _frame_updates
-from emelex.service._frames import batch_frame, update_frame
+from emelex.service._frames import BATCH_TEXT, batch_frame, batch_frames, update_frame
 from emelex.service._wsserver import text_frame
 
 QUEUE = QueueChanged(queue=QueueSnapshot(session_id=SessionId("s-1"), revision=3, entries=()))
@@ -105,3 +107,36 @@ def test_runaway_nesting_from_the_host_is_a_transport_error() -> None:
     text = '{"update":' + "[" * 5000 + "]" * 5000 + "}"
     with pytest.raises(TransportError, match="not JSON"):
         _frame_updates(text, WatchUpdate)
+
+
+def _rows(sequence: int, chars: int) -> RowsPublished:
+    row = HistoryRow(
+        position=Position(source_sequence=sequence, item_index=0),
+        turn_id="t-1",  # type: ignore[arg-type]
+        role="assistant",
+        body="x" * chars,
+        thinking=None,
+        tool_calls=(),
+        tool_call_id=None,
+        tool_name=None,
+        internal=False,
+    )
+    return RowsPublished(through=sequence, rows=(row,), next_after=row.position)
+
+
+def test_batches_split_into_frames_of_bounded_size() -> None:
+    small = [QUEUE, QUEUE, QUEUE]
+    assert batch_frames(small) == [batch_frame(small)]
+    pages = [_rows(n, BATCH_TEXT // 3) for n in range(1, 8)]
+    frames = batch_frames(pages)
+    assert 3 <= len(frames) <= 4
+    assert all(len(frame) <= BATCH_TEXT + 1024 for frame in frames)
+    carried = [u for frame in frames for u in json.loads(frame)["updates"]]
+    assert [u["through"] for u in carried] == list(range(1, 8))
+    # One update larger than the bound still travels, alone in its frame.
+    huge = _rows(9, BATCH_TEXT + 10)
+    assert batch_frames([QUEUE, huge, QUEUE]) == [
+        batch_frame([QUEUE]),
+        batch_frame([huge]),
+        batch_frame([QUEUE]),
+    ]

@@ -19,6 +19,8 @@ from emelex.service._json import dump_fast
 #: Distinct frames each cache keeps (the newest); larger frames are not cached.
 CACHED_FRAMES: Final = 32
 MAX_CACHED_TEXT: Final = 256 * 1024
+#: A batch frame stops growing past this many characters (one update may exceed it).
+BATCH_TEXT: Final = 1024 * 1024
 
 
 class FrameCache:
@@ -98,3 +100,19 @@ def batch_frame(updates: list[Any]) -> str:
     if len(text) <= MAX_CACHED_TEXT:
         _BATCHES.put(key, (tuple(updates), text))
     return text
+
+
+def batch_frames(updates: list[Any]) -> list[str]:
+    """``updates`` as batch frames in order, each at most ``BATCH_TEXT`` characters
+    unless a single update is larger: a watch catching up through many pages gets
+    frames of a bounded size, not one frame of every page waiting."""
+    groups: list[list[Any]] = [[]]
+    size = 0
+    for update in updates:
+        length = len(update_text(update))
+        if groups[-1] and size + length > BATCH_TEXT:
+            groups.append([])
+            size = 0
+        groups[-1].append(update)
+        size += length
+    return [batch_frame(group) for group in groups]

@@ -50,7 +50,7 @@ from emelex.service._errors import (
     UnknownRoute,
     UnknownSession,
 )
-from emelex.service._frames import batch_frame, update_frame
+from emelex.service._frames import batch_frames, update_frame
 from emelex.service._json import dump, parse_object
 from emelex.service._resource import RESOURCE_TYPE, read_head, rest_of_body
 from emelex.service._route_doc import route_document
@@ -376,7 +376,8 @@ class _Socket:
         await self._send({"type": "websocket.send", "text": text})
 
     async def send_batch(self, updates: list[Any]) -> None:
-        await self.send_text(batch_frame(updates))
+        for text in batch_frames(updates):
+            await self.send_text(text)
 
     async def send_end(self, end: WatchEnded | None) -> None:
         await self.send({"end": None if end is None else to_wire(end)})
