@@ -134,3 +134,36 @@ async def test_the_stream_follows_the_catch_up_with_live_updates() -> None:
     assert isinstance(first, RowsPublished) and isinstance(second, RowsPublished)
     assert [r.position.item_index for r in (*first.rows, *second.rows)] == [0, 1]
     await stream.aclose()
+
+
+def test_fresh_rows_keeps_the_offered_update_when_nothing_is_dropped() -> None:
+    from emelex.contracts import HistoryRow, Position, RowsPublished
+
+    def row(sequence: int) -> HistoryRow:
+        return HistoryRow(
+            position=Position(source_sequence=sequence, item_index=0),
+            turn_id="t-1",  # type: ignore[arg-type]
+            role="user",
+            body=f"row {sequence}",
+            thinking=None,
+            tool_calls=(),
+            tool_call_id=None,
+            tool_name=None,
+            internal=False,
+        )
+
+    rows = (row(1), row(2))
+    live = RowsPublished(through=2, rows=rows, next_after=rows[-1].position)
+    subscriber = Subscriber(None, 8)
+    assert subscriber.fresh_rows(live) is live
+    assert subscriber.delivered == rows[-1].position
+    # Rows already delivered are dropped: a new update holding the rest.
+    overlapping = RowsPublished(through=3, rows=(rows[1], row(3)), next_after=None)
+    fresh = subscriber.fresh_rows(overlapping)
+    assert fresh is not None and fresh.rows == (row(3),)
+    assert fresh.next_after == row(3).position
+    # A caught-up page (no cursor of its own) gets the cursor of its last row.
+    page = RowsPublished(through=4, rows=(row(4),), next_after=None)
+    fresh = subscriber.fresh_rows(page)
+    assert fresh is not None and fresh is not page and fresh.next_after == row(4).position
+    assert subscriber.fresh_rows(page) is None

@@ -10,7 +10,6 @@ and the Host answers the retry with the original receipt.
 from __future__ import annotations
 
 import base64
-import json
 import os
 import pathlib
 import ssl
@@ -104,10 +103,11 @@ from emelex.contracts import (
 )
 from emelex.service import _errors
 from emelex.service._errors import TransportError
-from emelex.service._frames import MAX_CACHED_TEXT, FrameCache
-from emelex.service._json import dump
+from emelex.service._frames import FrameCache
+from emelex.service._json import dump, load_fast
 from emelex.service._resource import RESOURCE_TYPE, request_then_resource
 from emelex.service._routes import BY_NAME
+from emelex.service._trusted_wire import decode_trusted
 from emelex.service._websocket import WebSocket
 
 #: Where a root's Host listens, relative to the root.
@@ -625,12 +625,12 @@ def _describe(error: BaseException) -> str:
 
 def _decode(raw: bytes | str) -> Any:
     """The JSON value of an answer or frame (an object, or null). The Host's answers
-    are parsed directly: CPython's decoder refuses runaway nesting with RecursionError,
-    which is caught here, so the server's pre-parse depth scan is not paid twice."""
+    are parsed directly: the decoders refuse runaway nesting (orjson with ValueError,
+    CPython's with RecursionError), so the server's pre-parse depth scan is not paid twice."""
     if len(raw) > MAX_ANSWER_BYTES:
         raise TransportError(f"the Host's answer exceeds {MAX_ANSWER_BYTES} bytes")
     try:
-        value = json.loads(raw)
+        value = load_fast(raw)
     except (ValueError, RecursionError) as exc:
         raise TransportError(f"the Host's answer is not JSON: {exc}") from None
     if value is not None and not isinstance(value, dict):
@@ -638,17 +638,37 @@ def _decode(raw: bytes | str) -> Any:
     return value
 
 
+#: Decoded update frames by (update type, frame text): the watches of one session in
+#: this process receive the same frames, and each is decoded once.
 _DECODED = FrameCache()
+#: Larger frames (a caught-up page, which no other watch shares) are not kept: holding
+#: their thousands of objects only made the garbage collector's passes longer.
+_MAX_DECODED_TEXT: Final = 16 * 1024
 
 
-def _decoded_update(text: str, update_type: Any, wire: Any) -> Any:
-    # Watches of one session in this process receive the same frames: decode each once.
-    key = (update_type, text) if len(text) <= MAX_CACHED_TEXT else None
-    found = None if key is None else _DECODED.get(key)
-    if found is None:
-        found = from_wire(update_type, wire)
-        if key is not None:
-            _DECODED.put(key, found)
+def _frame_updates(text: str, update_type: Any) -> tuple[Any, ...] | None:
+    """The updates an update frame carries (None for an end frame: the caller reads
+    it); typed errors for anything malformed."""
+    key = (update_type, text) if len(text) <= _MAX_DECODED_TEXT else None
+    found: tuple[Any, ...] | None = None if key is None else _DECODED.get(key)
+    if found is not None:
+        return found
+    frame = _decode(text)
+    if not isinstance(frame, dict) or len(frame) != 1:
+        raise TransportError("the Host sent a frame that is not one update")
+    if "updates" in frame:
+        batch = frame["updates"]
+        if not isinstance(batch, list) or not batch:
+            raise TransportError("the Host sent an empty or malformed batch of updates")
+        found = tuple(decode_trusted(update_type, wire) for wire in batch)
+    elif "update" in frame:
+        found = (decode_trusted(update_type, frame["update"]),)
+    elif "end" in frame or "error" in frame:
+        return None
+    else:
+        raise TransportError(f"the Host sent an unknown frame {sorted(frame)}")
+    if key is not None:
+        _DECODED.put(key, found)
     return found
 
 
@@ -657,20 +677,14 @@ async def _updates(socket: WebSocket, update_type: Any) -> AsyncGenerator[Any, N
         text = await socket.receive_text()
         if text is None:
             raise TransportError("the Host closed the subscription without an end")
+        updates = _frame_updates(text, update_type)
+        if updates is not None:
+            for update in updates:
+                yield update
+            continue
         frame = _decode(text)
-        if not isinstance(frame, dict) or len(frame) != 1:
-            raise TransportError("the Host sent a frame that is not one update")
-        if "updates" in frame and isinstance(frame["updates"], list):
-            for wire in frame["updates"]:
-                key = json.dumps(wire, ensure_ascii=False, separators=(",", ":"))
-                yield _decoded_update(key, update_type, wire)
-        elif "update" in frame:
-            yield _decoded_update(text, update_type, frame["update"])
-        elif "end" in frame:
+        if "end" in frame:
             if frame["end"] is not None:
-                yield from_wire(WatchEnded, frame["end"])
+                yield decode_trusted(WatchEnded, frame["end"])
             return
-        elif "error" in frame:
-            raise rebuild_error(frame, 0)
-        else:
-            raise TransportError(f"the Host sent an unknown frame {sorted(frame)}")
+        raise rebuild_error(frame, 0)

@@ -1,9 +1,11 @@
 """Update frames of subscriptions, encoded once however many watchers receive them.
 
-The Host hands the same update (an equal value) to every watcher of a session, and a
-client process may hold many watches of one session: a small cache keyed by the update
-(server) or by the frame's text (client) turns N encodings or decodings into one. The
-values are frozen, so sharing one decoded object between watchers is safe.
+The Host hands the very same update object to every watcher of a session, and a client
+process may hold many watches of one session: a small cache keyed by the update's
+identity (server) or by the frame's text (client) turns N encodings or decodings into
+one. Identity, not equality: hashing a page of rows costs about as much as encoding it,
+and a watch catching up gets pages nobody else does. The values are frozen, so sharing
+one decoded object between watchers is safe.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ from collections import OrderedDict
 from typing import Any, Final
 
 from emelex.contracts import to_wire
-from emelex.service._json import dump
+from emelex.service._json import dump_fast
 
 #: Distinct frames each cache keeps (the newest); larger frames are not cached.
 CACHED_FRAMES: Final = 32
 MAX_CACHED_TEXT: Final = 256 * 1024
+#: A batch frame stops growing past this many characters (one update may exceed it).
+BATCH_TEXT: Final = 1024 * 1024
 
 
 class FrameCache:
@@ -38,27 +42,77 @@ class FrameCache:
             self._items.popitem(last=False)
 
 
+class _Encoded:
+    """One update's wire JSON, and its single-update frames once asked for (the same
+    ``str`` objects for every watcher, so the socket layer frames each once too)."""
+
+    __slots__ = ("batch", "frame", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.frame: str | None = None
+        self.batch: str | None = None
+
+
+#: id(update) -> (update, its encoding). An entry holds its update, so the id cannot be
+#: reused while the entry lives.
 _ENCODED = FrameCache()
+#: The ids of a batch's updates -> (the updates, the batch frame).
+_BATCHES = FrameCache()
+
+
+def _encoded(update: Any) -> _Encoded:
+    entry: tuple[Any, _Encoded] | None = _ENCODED.get(id(update))
+    if entry is not None and entry[0] is update:
+        return entry[1]
+    found = _Encoded(dump_fast(to_wire(update)))
+    if len(found.text) <= MAX_CACHED_TEXT:
+        _ENCODED.put(id(update), (update, found))
+    return found
 
 
 def update_text(update: Any) -> str:
     """The wire JSON of ``update``."""
-    try:
-        cached: str | None = _ENCODED.get(update)
-    except TypeError:  # an unhashable value (a free-form JSON field): encode it each time
-        return dump(to_wire(update)).decode()
-    if cached is None:
-        cached = dump(to_wire(update)).decode()
-        if len(cached) <= MAX_CACHED_TEXT:
-            _ENCODED.put(update, cached)
-    return cached
+    return _encoded(update).text
 
 
 def update_frame(update: Any) -> str:
     """The text frame ``{"update": <wire update>}`` of ``update``."""
-    return '{"update":' + update_text(update) + "}"
+    encoded = _encoded(update)
+    if encoded.frame is None:
+        encoded.frame = '{"update":' + encoded.text + "}"
+    return encoded.frame
 
 
 def batch_frame(updates: list[Any]) -> str:
     """The text frame ``{"updates": [<wire update>, ...]}``."""
-    return '{"updates":[' + ",".join(update_text(u) for u in updates) + "]}"
+    if len(updates) == 1:
+        encoded = _encoded(updates[0])
+        if encoded.batch is None:
+            encoded.batch = '{"updates":[' + encoded.text + "]}"
+        return encoded.batch
+    # Watchers that keep up equally take the same updates at once: one text for all.
+    key = tuple(map(id, updates))
+    entry: tuple[tuple[Any, ...], str] | None = _BATCHES.get(key)
+    if entry is not None and all(a is b for a, b in zip(entry[0], updates, strict=True)):
+        return entry[1]
+    text = '{"updates":[' + ",".join(update_text(u) for u in updates) + "]}"
+    if len(text) <= MAX_CACHED_TEXT:
+        _BATCHES.put(key, (tuple(updates), text))
+    return text
+
+
+def batch_frames(updates: list[Any]) -> list[str]:
+    """``updates`` as batch frames in order, each at most ``BATCH_TEXT`` characters
+    unless a single update is larger: a watch catching up through many pages gets
+    frames of a bounded size, not one frame of every page waiting."""
+    groups: list[list[Any]] = [[]]
+    size = 0
+    for update in updates:
+        length = len(update_text(update))
+        if groups[-1] and size + length > BATCH_TEXT:
+            groups.append([])
+            size = 0
+        groups[-1].append(update)
+        size += length
+    return [batch_frame(group) for group in groups]

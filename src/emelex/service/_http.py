@@ -32,6 +32,7 @@ from emelex.contracts import (
     from_wire,
     to_wire,
 )
+from emelex.service._batching import send_batched
 from emelex.service._errors import (
     AttachmentError,
     ForkRefused,
@@ -49,7 +50,7 @@ from emelex.service._errors import (
     UnknownRoute,
     UnknownSession,
 )
-from emelex.service._frames import batch_frame, update_frame
+from emelex.service._frames import batch_frames, update_frame
 from emelex.service._json import dump, parse_object
 from emelex.service._resource import RESOURCE_TYPE, read_head, rest_of_body
 from emelex.service._route_doc import route_document
@@ -69,10 +70,6 @@ _log = logging.getLogger("emelex.service")
 STATIC_DIR: Final = pathlib.Path(__file__).with_name("_static")
 #: Bodies above this many bytes are parsed on a worker thread (the loop stays free).
 _THREAD_PARSE_BYTES: Final = 64 * 1024
-#: Updates a batched subscription holds between the Host and its socket, and the most
-#: one frame carries.
-_BATCH_BUFFER: Final = 32
-_BATCH_MOST: Final = 64
 #: Operations that admit new work; a draining Host refuses them (503) and serves the rest.
 ADMISSIONS: Final = frozenset({"createSession", "send", "fork", "execute", "startWorker"})
 
@@ -316,7 +313,7 @@ class HostApp:
             nursery.start_soon(socket.watch_peer, nursery.cancel_scope, failure)
             async with route.call(self.host, request) as updates:
                 if batch:
-                    await _send_batched(updates, socket)
+                    await send_batched(updates, socket.send_batch, socket.send_end)
                 else:
                     await _send_each(updates, socket)
             nursery.cancel_scope.cancel()
@@ -332,38 +329,6 @@ async def _send_each(updates: AsyncIterator[Any], socket: _Socket) -> None:
             return
         await socket.send_text(update_frame(update))
     await socket.send({"end": None})
-
-
-async def _send_batched(updates: AsyncIterator[Any], socket: _Socket) -> None:
-    """One frame carries every update that is ready when the previous send finished:
-    a watcher that keeps up gets one update per frame, one that falls behind gets fewer,
-    larger frames. The small channel keeps backpressure reaching the Host."""
-    sender, receiver = trio.open_memory_channel[Any](_BATCH_BUFFER)
-
-    async def pump() -> None:
-        async with sender:
-            async for update in updates:
-                await sender.send(update)
-                if isinstance(update, WatchEnded):
-                    return
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(pump)
-        async with receiver:
-            async for first in receiver:
-                ready = [first]
-                while len(ready) < _BATCH_MOST and not isinstance(ready[-1], WatchEnded):
-                    try:
-                        ready.append(receiver.receive_nowait())
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
-                end = ready.pop() if isinstance(ready[-1], WatchEnded) else None
-                if ready:
-                    await socket.send_text(batch_frame(ready))
-                if end is not None:
-                    await socket.send({"end": to_wire(end)})
-                    return
-            await socket.send({"end": None})
 
 
 class _Gone(Exception):
@@ -409,6 +374,13 @@ class _Socket:
         if self._closed:
             raise _Gone
         await self._send({"type": "websocket.send", "text": text})
+
+    async def send_batch(self, updates: list[Any]) -> None:
+        for text in batch_frames(updates):
+            await self.send_text(text)
+
+    async def send_end(self, end: WatchEnded | None) -> None:
+        await self.send({"end": None if end is None else to_wire(end)})
 
     async def close(self, code: int) -> None:
         if not self._closed:

@@ -12,6 +12,8 @@ import json
 import re
 from typing import Any, Final
 
+import orjson
+
 from emelex.service._errors import InvalidRequest, RequestTooLarge
 
 #: The deepest nesting of arrays and objects a request may use.
@@ -46,3 +48,29 @@ def parse_object(raw: bytes, *, max_bytes: int, max_depth: int = MAX_JSON_DEPTH)
 def dump(value: Any) -> bytes:
     """Compact UTF-8 JSON (the wire never needs ASCII escapes)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def dump_fast(value: Any) -> str:
+    """``dump`` for the hot paths (watch frames), as text: the same JSON values, through
+    orjson; the standard library takes what orjson refuses (integers past 64 bits)."""
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:
+        return dump(value).decode()
+
+
+def load_fast(raw: bytes | str) -> Any:
+    """``json.loads`` through orjson (nesting past its 1,024 levels is a ``ValueError``,
+    never a ``RecursionError``). orjson reads an integer past 64 bits as a float, so a
+    parse counts only when orjson writes the value back to the very same text (the
+    Host's frames are orjson's compact output); the standard library parses the rest."""
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
+    try:
+        if orjson.dumps(value) == (raw.encode() if isinstance(raw, str) else raw):
+            return value
+    except orjson.JSONEncodeError:
+        pass
+    return json.loads(raw)

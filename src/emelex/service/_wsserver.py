@@ -10,11 +10,13 @@ hops per message, which dominated a busy session's fan-out to many watchers.
 from __future__ import annotations
 
 import re
+import struct
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Final
 
 import trio
 from wsproto import ConnectionType, WSConnection
+from wsproto.connection import ConnectionState
 from wsproto.events import (
     AcceptConnection,
     BytesMessage,
@@ -27,12 +29,16 @@ from wsproto.events import (
 )
 from wsproto.utilities import RemoteProtocolError
 
+from emelex.service._frames import MAX_CACHED_TEXT, FrameCache
+
 #: The most a request head may hold before it is refused.
 MAX_HEAD_BYTES: Final = 16 * 1024
 _UPGRADE: Final = re.compile(rb"\r\nupgrade:[ \t]*websocket[ \t]*\r\n", re.IGNORECASE)
 _RECEIVE_BYTES: Final = 64 * 1024
 #: Close code for a message over the bound (as hypercorn sends).
 TOO_BIG: Final = 1009
+#: Framed text messages kept for reuse: a session's watchers are sent the same text.
+_FRAMED: Final[FrameCache] = FrameCache()
 
 App = Callable[
     [
@@ -124,8 +130,11 @@ class _Connection:
         if kind == "websocket.accept":
             await self._write(AcceptConnection())
         elif kind == "websocket.send" and not self.closed:
-            if message.get("text") is not None:
-                await self._write(TextMessage(data=message["text"]))
+            text = message.get("text")
+            if text is not None and self._ws.state is ConnectionState.OPEN:
+                await self._raw(text_frame(text))
+            elif text is not None:
+                await self._write(TextMessage(data=text))
             else:
                 await self._write(BytesMessage(data=message.get("bytes") or b""))
         elif kind == "websocket.close" and not self.closed:
@@ -162,11 +171,37 @@ class _Connection:
         await self._raw(data)
 
     async def _raw(self, data: bytes) -> None:
-        async with self._write_lock:
-            try:
-                await self._stream.send_all(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                self.closed = True
+        # Only a ping's or close's answer ever contends: take the free lock without the
+        # extra scheduling round trip of `acquire` (send_all checkpoints anyway).
+        try:
+            self._write_lock.acquire_nowait()
+        except trio.WouldBlock:
+            await self._write_lock.acquire()
+        try:
+            await self._stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.closed = True
+        finally:
+            self._write_lock.release()
+
+
+def text_frame(text: str) -> bytes:
+    """The unmasked, unfragmented server frame of a text message (RFC 6455 5.2), the
+    same bytes for every connection, so each distinct text is framed once."""
+    framed: bytes | None = _FRAMED.get(text)
+    if framed is None:
+        payload = text.encode()
+        size = len(payload)
+        if size < 126:
+            head = bytes((0x81, size))
+        elif size < 1 << 16:
+            head = struct.pack("!BBH", 0x81, 126, size)
+        else:
+            head = struct.pack("!BBQ", 0x81, 127, size)
+        framed = head + payload
+        if size <= MAX_CACHED_TEXT:
+            _FRAMED.put(text, framed)
+    return framed
 
 
 async def serve_websocket(app: App, stream: trio.abc.Stream, head: bytes, max_message: int) -> None:
