@@ -469,6 +469,7 @@ EXPECTED: dict[str, set[str]] = {
         "WorkspacePolicyName",
         "attachment_spans",
         "field_bounds",
+        "decode_trusted",
         "find_matches",
         "fold_for",
         "from_wire",

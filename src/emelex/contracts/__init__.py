@@ -204,6 +204,7 @@ from emelex.contracts._transport import (
     ReadRowRequest,
     SessionList,
 )
+from emelex.contracts._trusted_wire import decode_trusted
 from emelex.contracts._version import WIRE_VERSION
 from emelex.contracts._watch import (
     DraftCleared,
@@ -405,6 +406,7 @@ __all__ = [
     "WorkspaceConfig",
     "WorkspacePolicyName",
     "attachment_spans",
+    "decode_trusted",
     "find_matches",
     "fold_for",
     "is_word_char",

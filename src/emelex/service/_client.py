@@ -98,6 +98,7 @@ from emelex.contracts import (
     WorkHubRequest,
     WorkHubSnapshot,
     WorkspacePath,
+    decode_trusted,
     from_wire,
     to_wire,
 )
@@ -107,7 +108,6 @@ from emelex.service._frames import FrameCache
 from emelex.service._json import dump, load_fast
 from emelex.service._resource import RESOURCE_TYPE, request_then_resource
 from emelex.service._routes import BY_NAME
-from emelex.service._trusted_wire import decode_trusted
 from emelex.service._websocket import WebSocket
 
 #: Where a root's Host listens, relative to the root.

@@ -190,12 +190,14 @@ def connect(dsn: str, statement_seconds: float) -> _Db:
 
 def connection_options(statement_seconds: float) -> str:
     """The server settings of every store connection: a statement running longer than
-    ``statement_seconds`` fails, and a transaction left idle that long (its client cut
-    off mid-transaction) is ended by the server, so its row locks do not hold other
-    Hosts up forever."""
+    ``statement_seconds`` fails, and a transaction left idle for half that (its client
+    cut off or paused mid-transaction) is ended by the server, so its row locks do not
+    hold other Hosts up forever. Half: a statement waiting on those locks must outlast
+    the dead transaction, or both give up at the same moment."""
     milliseconds = int(statement_seconds * 1000)
     return (
-        f"-c statement_timeout={milliseconds} -c idle_in_transaction_session_timeout={milliseconds}"
+        f"-c statement_timeout={milliseconds}"
+        f" -c idle_in_transaction_session_timeout={milliseconds // 2}"
     )
 
 

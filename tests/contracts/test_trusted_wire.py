@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import emelex
 from emelex import contracts as c
-from emelex.service._trusted_wire import decode_trusted
+from emelex.contracts import decode_trusted
 from emelex.testing.contract_strategies import wire_values
 
 NAMES = sorted([*c.WIRE_CLASSES, *c.WIRE_UNIONS])

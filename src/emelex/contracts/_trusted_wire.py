@@ -20,8 +20,8 @@ from typing import Any, Final, Literal, get_args, get_origin
 
 import attrs
 
-from emelex.contracts import ContractError, from_wire
-from emelex.contracts._convert import camel
+from emelex.contracts._convert import camel, from_wire
+from emelex.contracts._errors import ContractError
 from emelex.contracts._wire import WIRE_STRINGS, tag_of
 
 Build = Callable[[Any, str], Any]
