@@ -258,7 +258,7 @@ async def test_rescans_are_paced_to_a_tenth_of_the_time(
     for index in range(3000):
         (tmp_path / f"f{index:05d}").write_bytes(b"")
     scans: list[tuple[float, float]] = []
-    # Without the one-second floor, the pause is nine times each scan's duration.
+    # Without the one-second floor, the pause is twelve times each scan's duration.
     pacing = Pacing(min_pause=0.0, on_scan=lambda at, seconds: scans.append((at, seconds)))
     stream = watch_stream(authority_for(tmp_path), None, lambda: False, pacing, notify=False)
 
@@ -276,8 +276,8 @@ async def test_rescans_are_paced_to_a_tenth_of_the_time(
     finally:
         await stream.aclose()
     for (start, seconds), (following, _) in itertools.pairwise(scans):
-        assert following - start == pytest.approx(9 * seconds)
-    assert Pacing().pause(0.05) == 1.0 and Pacing().pause(0.5) == 4.5
+        assert following - start == pytest.approx(12 * seconds)
+    assert Pacing().pause(0.05) == 1.0 and Pacing().pause(0.5) == 6.0
 
 
 async def test_closing_releases_every_descriptor_even_mid_scan(tmp_path: Path) -> None:

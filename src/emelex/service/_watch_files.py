@@ -6,8 +6,9 @@ changes within milliseconds. Notifications can be lost (a full kernel queue, a c
 inside the parent's rename), so the directory is also rescanned: the path is walked
 again from the session's root (detecting deletion or replacement of the directory or
 of the root) and a fingerprint of the visible entries' metadata is compared with the
-last one. Rescans are paced to a 10% duty cycle: the pause after a scan is at least one
-second and at least nine times the scan's duration.
+last one. Rescans are paced to stay under a 10% duty cycle: the pause after a scan is
+at least one second and at least twelve times the scan's duration (nine would be 10%
+of the scan's own time, with nothing left for the thread hop and the comparison).
 
 The stream is lazy: it observes only while its subscriber asks for the next update, so
 pending notifications coalesce into one ``changed`` and nothing piles up for a slow
@@ -91,7 +92,7 @@ class Pacing:
     unnoticed. ``on_scan(trio_time, seconds)`` observes each rescan (tests, benchmarks)."""
 
     min_pause: float = 1.0
-    factor: float = 9.0
+    factor: float = 12.0
     close_poll: float = 0.5
     on_scan: Callable[[float, float], None] | None = attrs.field(default=None, eq=False)
 
