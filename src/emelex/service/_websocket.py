@@ -1,8 +1,10 @@
-"""A small WebSocket client: wsproto's protocol state machine over a Trio stream.
+"""A small WebSocket client over a Trio stream.
 
-wsproto (the sans-IO library hypercorn itself uses) does the framing; this module only
-moves bytes. Every receive is bounded (one message at most ``max_message`` bytes) and
-every send is awaited, so a subscription's backpressure reaches the Host.
+wsproto (the sans-IO library hypercorn itself uses) makes the opening handshake and
+frames what the client sends (masked); what the server sends, every update of a
+subscription, is read by the lean ``_wsframes.FrameReader``. This module only moves
+bytes. Every receive is bounded (one message at most ``max_message`` bytes, refused from
+its header) and every send is awaited, so a subscription's backpressure reaches the Host.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from wsproto.events import (
     AcceptConnection,
     CloseConnection,
     Event,
-    Ping,
+    Pong,
     RejectConnection,
     RejectData,
     Request,
@@ -25,8 +27,13 @@ from wsproto.events import (
 from wsproto.utilities import RemoteProtocolError
 
 from emelex.service._errors import RequestTooLarge, TransportError
+from emelex.service._wsframes import CLOSE, PING, TEXT, FrameReader
 
 _RECEIVE_BYTES: Final = 64 * 1024
+#: The most one read asks for while a large frame is arriving.
+_LARGE_RECEIVE_BYTES: Final = 1024 * 1024
+#: The most the Host's answer to the upgrade request may hold.
+MAX_HANDSHAKE_BYTES: Final = 16 * 1024
 #: Close codes of the peer that mean "your message was too large".
 _TOO_BIG: Final = 1009
 
@@ -37,10 +44,7 @@ class WebSocket:
     def __init__(self, stream: trio.abc.Stream, max_message: int) -> None:
         self._stream = stream
         self._ws = WSConnection(ConnectionType.CLIENT)
-        self._max = max_message
-        self._events: list[Event] = []
-        self._parts: list[str] = []
-        self._size = 0
+        self._reader = FrameReader(max_message)
         self.close_code: int | None = None
 
     @classmethod
@@ -56,42 +60,61 @@ class WebSocket:
         socket = cls(stream, max_message)
         try:
             await socket._write(Request(host=host, target=target, extra_headers=headers))
-            while True:
-                event = await socket._next()
-                if isinstance(event, AcceptConnection):
-                    return socket
-                if isinstance(event, RejectConnection | RejectData):
-                    raise TransportError(f"the Host refused the WebSocket at {target}")
+            await socket._handshake(target)
         except BaseException:
             await stream.aclose()
             raise
+        return socket
+
+    async def _handshake(self, target: str) -> None:
+        # Only the answer's head goes to wsproto; any frames behind it go to the reader.
+        data = b""
+        while (end := data.find(b"\r\n\r\n")) < 0:
+            if len(data) > MAX_HANDSHAKE_BYTES:
+                raise TransportError(f"the Host's answer to the WebSocket at {target} is too large")
+            chunk = await self._receive(_RECEIVE_BYTES)
+            if not chunk:
+                raise TransportError(f"the Host closed the WebSocket at {target} unanswered")
+            data += chunk
+        try:
+            self._ws.receive_data(data[: end + 4])
+            events = list(self._ws.events())
+        except RemoteProtocolError as exc:
+            raise TransportError(f"the Host broke the WebSocket handshake: {exc}") from exc
+        if not events or not isinstance(events[0], AcceptConnection):
+            if events and isinstance(events[0], RejectConnection | RejectData):
+                raise TransportError(f"the Host refused the WebSocket at {target}")
+            raise TransportError(f"the Host did not accept the WebSocket at {target}")
+        self._reader.feed(data[end + 4 :])
 
     async def send_text(self, text: str) -> None:
         await self._write(TextMessage(data=text))
 
     async def receive_text(self) -> str | None:
         """The next whole text message; None once the peer closed."""
+        reader = self._reader
         while True:
-            event = await self._next()
-            if isinstance(event, TextMessage):
-                self._size += len(event.data)
-                if self._size > self._max:
-                    raise RequestTooLarge(f"a message from the Host exceeds {self._max} bytes")
-                self._parts.append(event.data)
-                if event.message_finished:
-                    text = "".join(self._parts)
-                    self._parts, self._size = [], 0
-                    return text
-            elif isinstance(event, Ping):
-                await self._write(event.response())
-            elif isinstance(event, CloseConnection):
-                self.close_code = event.code
-                if self._ws.state.name == "REMOTE_CLOSING":
+            message = reader.next_message()
+            if message is None:
+                # A large frame still arriving is read in larger pieces (fewer wake-ups).
+                wanted = min(max(reader.wanted(), _RECEIVE_BYTES), _LARGE_RECEIVE_BYTES)
+                data = await self._receive(wanted)
+                if not data:
+                    raise TransportError("the Host closed the connection")
+                reader.feed(data)
+            elif message.kind == TEXT:
+                return message.text
+            elif message.kind == PING:
+                await self._write(Pong(payload=message.payload))
+            elif message.kind == CLOSE:
+                self.close_code = message.code
+                if self._ws.state.name == "OPEN":
                     with contextlib.suppress(TransportError):  # the Host may be gone already
-                        await self._write(event.response())
-                if event.code == _TOO_BIG:
+                        await self._write(CloseConnection(code=message.code))
+                if message.code == _TOO_BIG:
                     raise RequestTooLarge("the Host refused a message as too large")
                 return None
+            # A pong answers nothing the client asked: ignored.
 
     async def aclose(self) -> None:
         with trio.CancelScope(shield=True), trio.move_on_after(1):
@@ -108,17 +131,8 @@ class WebSocket:
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             raise TransportError(f"the connection to the Host broke: {exc}") from exc
 
-    async def _next(self) -> Event:
-        while not self._events:
-            try:
-                data = await self._stream.receive_some(_RECEIVE_BYTES)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                raise TransportError(f"the connection to the Host broke: {exc}") from exc
-            self._ws.receive_data(bytes(data) or None)
-            try:
-                self._events.extend(self._ws.events())
-            except RemoteProtocolError as exc:
-                raise TransportError(f"the Host broke the WebSocket protocol: {exc}") from exc
-            if not data and not self._events:
-                raise TransportError("the Host closed the connection")
-        return self._events.pop(0)
+    async def _receive(self, size: int) -> bytes:
+        try:
+            return bytes(await self._stream.receive_some(size))
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            raise TransportError(f"the connection to the Host broke: {exc}") from exc
