@@ -177,48 +177,95 @@ def _array(item_type: Any) -> Build:
 
 
 def _class(cls: type) -> Build:
+    """A builder generated for ``cls``: one function with every field's check inline
+    (an object's keys, plain strings, integers, booleans, nullable strings, literal
+    strings, empty arrays), the nested builders looked up on first use (declarations
+    may refer to themselves), each value written straight into its frozen slot (as
+    ``trusted`` does). Anything unusual goes through the field's general builder, which
+    raises the precise error."""
     attrs.resolve_types(cls)  # a no-op for wire classes (resolved when declared)
     fields = [(f.name, camel(f.name), f.type) for f in attrs.fields(cls)]
-    size = len(fields)
-    # (wire key, exact JSON type or None, builder, "Class.key", setter), filled on first
-    # use (declarations may refer to themselves). Plain strings, integers and booleans
-    # are checked inline; the setter writes the frozen slot directly (as `trusted` does).
-    plan: list[tuple[str, type | None, Build, str, Callable[[Any, Any], None]]] = []
+    keys = [key for _, key, _ in fields]
+    namespace: dict[str, Any] = {
+        "ContractError": ContractError,
+        "_kind": _kind,
+        "_new": object.__new__,
+        "_cls": cls,
+        "_ready": False,
+    }
 
     def fill() -> None:
-        for name, key, tp in fields:
-            slot: Any = cls.__dict__.get(name)
-            setter = slot.__set__ if hasattr(slot, "__set__") else _setattr(name)
-            exact = str if tp is str or tp in WIRE_STRINGS else tp if tp in (int, bool) else None
-            plan.append((key, exact, _builder(tp), f"{cls.__name__}.{key}", setter))
+        for n, (_, _, tp) in enumerate(fields):
+            namespace[f"b{n}"] = _builder(tp)
+        namespace["_ready"] = True
 
-    def build(value: Any, where: str) -> Any:
-        if type(value) is not dict:
-            raise ContractError(f"{where}: expected a {cls.__name__} object, got {_kind(value)}")
-        if not plan:
-            fill()
-        instance: Any = object.__new__(cls)
-        try:
-            if len(value) != size:
-                raise KeyError
-            for key, exact, builder, at, put in plan:
-                item = value[key]
-                if exact is None:
-                    put(instance, builder(item, at))
-                elif type(item) is exact:
-                    put(instance, item)
-                else:
-                    raise ContractError(f"{at}: expected {_NAMES[exact]}, got {_kind(item)}")
-        except KeyError:
-            keys = [key for key, *_ in plan]
-            missing = sorted(k for k in keys if k not in value)
-            unknown = sorted(str(k) for k in value if k not in keys)
-            raise ContractError(
-                f"{where}: {cls.__name__} missing {missing}, unknown {unknown}"
-            ) from None
-        return instance
+    def slow(value: dict[str, Any], where: str) -> Any:
+        missing = sorted(k for k in keys if k not in value)
+        unknown = sorted(str(k) for k in value if k not in keys)
+        raise ContractError(f"{where}: {cls.__name__} missing {missing}, unknown {unknown}")
 
-    return build
+    namespace["_fill"] = fill
+    namespace["_slow"] = slow
+    lines = [
+        "def build(value, where):",
+        "    if type(value) is not dict:",
+        f"        raise ContractError(f'{{where}}: expected a {cls.__name__} object, "
+        "got {_kind(value)}')",
+        f"    if len(value) != {len(fields)}:",
+        "        _slow(value, where)",
+        "    try:",
+        *[f"        v{n} = value[{key!r}]" for n, (_, key, _) in enumerate(fields)],
+        "        pass",
+        "    except KeyError:",
+        "        _slow(value, where)",
+        "    if not _ready:",
+        "        _fill()",
+        "    instance = _new(_cls)",
+    ]
+    for n, (name, key, tp) in enumerate(fields):
+        slot: Any = cls.__dict__.get(name)
+        namespace[f"s{n}"] = slot.__set__ if hasattr(slot, "__set__") else _setattr(name)
+        at = repr(f"{cls.__name__}.{key}")
+        check = _inline_check(tp, f"v{n}", f"c{n}", namespace)
+        if get_origin(tp) is tuple:
+            # An empty array is the empty tuple whatever its item type.
+            lines.append(f"    if type(v{n}) is list and not v{n}:")
+            lines.append(f"        v{n} = ()")
+            lines.append("    else:")
+            lines.append(f"        v{n} = b{n}(v{n}, {at})")
+        elif check is None:
+            lines.append(f"    v{n} = b{n}(v{n}, {at})")
+        else:
+            lines.append(f"    if not ({check}):")
+            lines.append(f"        v{n} = b{n}(v{n}, {at})")
+        lines.append(f"    s{n}(instance, v{n})")
+    lines.append("    return instance")
+    exec(compile("\n".join(lines), f"<trusted builder of {cls.__name__}>", "exec"), namespace)
+    built: Build = namespace["build"]
+    return built
+
+
+def _inline_check(tp: Any, name: str, constant: str, namespace: dict[str, Any]) -> str | None:
+    """A Python expression true when ``name`` is already a valid value of ``tp`` as it
+    is (None: always call the builder)."""
+    if tp is str or tp in WIRE_STRINGS:
+        return f"type({name}) is str"
+    if tp is int or tp is bool:
+        return f"type({name}) is {tp.__name__}"
+    origin = get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        arms = get_args(tp)
+        others = [arm for arm in arms if arm is not type(None)]
+        if len(others) == 1 and len(arms) == 2 and (others[0] is str or others[0] in WIRE_STRINGS):
+            return f"{name} is None or type({name}) is str"
+        return None
+    if origin is Literal:
+        allowed = get_args(tp)
+        if all(type(value) is str for value in allowed):
+            namespace[constant] = frozenset(allowed)
+            return f"type({name}) is str and {name} in {constant}"
+        return None
+    return None
 
 
 _NAMES: Final = {str: "a string", int: "an integer", bool: "a boolean"}
