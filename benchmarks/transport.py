@@ -301,14 +301,25 @@ async def busy_watchers(base: Path, watchers: int, sends: int, interval: float) 
     root = base / "busy"
     root.mkdir()
     export_agent(idle_agent(), root / "agents" / "bench")
-    async with serve_process(root, model), HostClient.connect(root=root) as client:
+    async with serve_process(root, model) as process, HostClient.connect(root=root) as client:
         session_id = (await client.create_session("bench", base, operation="c")).session.id
+        host_before = _cpu_seconds(process.pid)
+        began, client_began = time.perf_counter(), time.process_time()
         remote = await _busy_latencies(client, session_id, watchers, sends, interval)
+        wall, client_cpu = time.perf_counter() - began, time.process_time() - client_began
+        host_after = _cpu_seconds(process.pid)
     p50, p99, local_p99 = statistics.median(remote), _p99(remote), _p99(local)
     print(
         f"{watchers} remote watchers: p50 {p50 * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms;"
         f" in process p99 {local_p99 * 1e3:.1f} ms"
     )
+    # Which process is saturated: the CPU each spent over the run's wall time (the
+    # connecting and first updates included).
+    note = f"CPU over {wall:.1f} s: client {client_cpu:.2f} s ({client_cpu / wall:.0%})"
+    if host_before is not None and host_after is not None:
+        host_cpu = host_after - host_before
+        note += f", served Host {host_cpu:.2f} s ({host_cpu / wall:.0%})"
+    print(f"busy {note}")
     return [
         Row(
             f"{watchers} remote watchers of a busy session (a turn every "
@@ -318,6 +329,7 @@ async def busy_watchers(base: Path, watchers: int, sends: int, interval: float) 
             ratio(p99 / local_p99),
             "≤ 100 ms",
             met(p99 <= 0.100),
+            note,
         )
     ]
 
