@@ -470,6 +470,7 @@ EXPECTED: dict[str, set[str]] = {
         "attachment_spans",
         "field_bounds",
         "decode_trusted",
+        "encode_trusted",
         "find_matches",
         "fold_for",
         "from_wire",

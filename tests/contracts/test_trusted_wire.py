@@ -36,6 +36,31 @@ def test_every_declaration_decodes_as_from_wire_does(name: str, data: st.DataObj
     assert decoded == value == c.from_wire(_wire_type(name), raw)
     assert type(decoded) is type(value)
     assert c.to_wire(decoded) == raw
+    # The Host's encoder gives the same JSON value, sharing no container with the value.
+    encoded = c.encode_trusted(value)
+    assert encoded == raw
+    assert json.loads(json.dumps(encoded)) == raw
+    assert _containers(encoded).isdisjoint(_inner(value))
+
+
+def _containers(value: Any) -> set[int]:
+    """The ids of every list and dict inside a JSON value (itself included)."""
+    if isinstance(value, dict):
+        return {id(value)}.union(*(_containers(v) for v in value.values()))
+    if isinstance(value, list):
+        return {id(value)}.union(*(_containers(v) for v in value))
+    return set()
+
+
+def _inner(value: Any) -> set[int]:
+    """The ids of the dicts held (at any depth) by a declaration's fields."""
+    if attrs.has(type(value)):
+        return set().union(*(_inner(getattr(value, f.name)) for f in attrs.fields(type(value))))
+    if isinstance(value, tuple | list):
+        return set().union(*(_inner(v) for v in value))
+    if isinstance(value, dict):
+        return _containers(value)
+    return set()
 
 
 def _rows_wire() -> dict[str, Any]:
@@ -130,3 +155,5 @@ def test_a_new_update_kind_needs_no_change_here() -> None:
     assert decode_trusted(_Updates, _rows_wire()) == c.from_wire(c.WatchUpdate, _rows_wire())
     with pytest.raises(c.ContractError, match=r"_Pulse.beats: expected an integer, got str"):
         decode_trusted(_Updates, {"kind": "pulse", "beats": ["1"], "note": None})
+    # The Host's encoder, too, needs no change for a new kind.
+    assert c.encode_trusted(_Pulse(beats=(1, 2), note=None)) == raw

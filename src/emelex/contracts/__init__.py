@@ -204,6 +204,7 @@ from emelex.contracts._transport import (
     ReadRowRequest,
     SessionList,
 )
+from emelex.contracts._trusted_encode import encode_trusted
 from emelex.contracts._trusted_wire import decode_trusted
 from emelex.contracts._version import WIRE_VERSION
 from emelex.contracts._watch import (
@@ -407,6 +408,7 @@ __all__ = [
     "WorkspacePolicyName",
     "attachment_spans",
     "decode_trusted",
+    "encode_trusted",
     "find_matches",
     "fold_for",
     "is_word_char",

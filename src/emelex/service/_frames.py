@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Final
 
-from emelex.contracts import to_wire
+from emelex.contracts import encode_trusted
 from emelex.service._json import dump_fast
 
 #: Distinct frames each cache keeps (the newest); larger frames are not cached.
@@ -65,7 +65,7 @@ def _encoded(update: Any) -> _Encoded:
     entry: tuple[Any, _Encoded] | None = _ENCODED.get(id(update))
     if entry is not None and entry[0] is update:
         return entry[1]
-    found = _Encoded(dump_fast(to_wire(update)))
+    found = _Encoded(dump_fast(encode_trusted(update)))
     if len(found.text) <= MAX_CACHED_TEXT:
         _ENCODED.put(id(update), (update, found))
     return found
