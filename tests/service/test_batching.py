@@ -124,3 +124,63 @@ async def test_cancelling_the_sender_while_it_waits_leaves_promptly() -> None:
                 nursery.start_soon(send_batched, silent(), socket.send_frame, socket.send_end)
     assert scope.cancelled_caught
     assert socket.frames == [] and socket.ends == []
+
+
+class Handing:
+    """A stream that hands over what waits (``take_ready``), as the Host's watches do."""
+
+    def __init__(self) -> None:
+        self.waiting: list[Any] = []
+        self.arrived = trio.Event()
+        self.failure: Exception | None = None
+
+    def put(self, *items: Any) -> None:
+        self.waiting += items
+        self.arrived.set()
+
+    def __aiter__(self) -> Handing:
+        return self
+
+    async def __anext__(self) -> Any:
+        while not self.waiting:
+            if self.failure is not None:
+                raise self.failure
+            self.arrived = trio.Event()
+            await self.arrived.wait()
+        return self.waiting.pop(0)
+
+    def take_ready(self, most: int) -> list[Any]:
+        taken, self.waiting = self.waiting[:most], self.waiting[most:]
+        return taken
+
+
+async def test_a_stream_that_hands_over_its_burst_is_sent_without_a_pump() -> None:
+    stream = Handing()
+    socket = Recorder(gated=False)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(send_batched, stream, socket.send_frame, socket.send_end)
+            await trio.testing.wait_all_tasks_blocked()
+            assert len(nursery.child_tasks) == 1  # the sender alone: no pump task
+            stream.put(0)
+            await trio.testing.wait_all_tasks_blocked()
+            stream.put(*range(1, MOST_PER_FRAME + 5))
+            await trio.testing.wait_all_tasks_blocked()
+            stream.put(ENDED)
+    assert socket.frames == [
+        [0],
+        list(range(1, MOST_PER_FRAME + 1)),
+        list(range(MOST_PER_FRAME + 1, MOST_PER_FRAME + 5)),
+    ]
+    assert socket.ends == [ENDED]
+
+
+async def test_a_handing_stream_that_fails_raises_its_error_after_its_updates() -> None:
+    stream = Handing()
+    stream.put(1, 2)
+    stream.failure = RuntimeError("the stream broke")
+    socket = Recorder(gated=False)
+    with pytest.raises(RuntimeError, match="the stream broke"), trio.fail_after(10):
+        await send_batched(stream, socket.send_frame, socket.send_end)
+    assert socket.frames == [[1, 2]]
+    assert socket.ends == []

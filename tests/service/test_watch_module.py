@@ -167,3 +167,35 @@ def test_fresh_rows_keeps_the_offered_update_when_nothing_is_dropped() -> None:
     fresh = subscriber.fresh_rows(page)
     assert fresh is not None and fresh is not page and fresh.next_after == row(4).position
     assert subscriber.fresh_rows(page) is None
+
+
+async def test_take_ready_hands_over_a_burst_then_the_end_without_waiting() -> None:
+    subscriber = Subscriber(None, 8)
+    live = InteractionsChanged(pending=())
+
+    async def catch_up() -> AsyncGenerator[WatchUpdate, None]:
+        fresh = subscriber.fresh_rows(rows_update(0))
+        assert fresh is not None
+        yield fresh
+
+    stream = WatchStream(catch_up(), subscriber)
+    subscriber.offer(rows_update(0, 1))
+    subscriber.offer(rows_update(2))
+    subscriber.offer(live)
+    assert stream.take_ready(8) == []  # nothing live is handed over during the catch-up
+    with trio.fail_after(5):
+        assert isinstance(await stream.__anext__(), RowsPublished)  # the catch-up's page
+        first = await stream.__anext__()  # the catch-up ended: the live part begins
+    assert isinstance(first, RowsPublished)
+    assert [r.position.item_index for r in first.rows] == [1]  # row 0 was caught up
+    taken = stream.take_ready(1)
+    assert len(taken) == 1 and isinstance(taken[0], RowsPublished)
+    assert stream.take_ready(8) == [live]
+    assert stream.take_ready(8) == []
+    subscriber.end("closed")
+    end = WatchEnded(reason="closed", resume_after=Position(source_sequence=1, item_index=2))
+    assert stream.take_ready(8) == [end]
+    assert stream.take_ready(8) == []
+    with trio.fail_after(5):
+        assert [u async for u in stream] == []  # the end went out once
+    await stream.aclose()

@@ -76,7 +76,16 @@ async def send_batched(
     send_end: Callable[[WatchEnded | None], Awaitable[None]],
 ) -> None:
     """Send ``updates`` as batches through ``send_frame``, then the end (the stream's
-    final ``WatchEnded``, or None when it just stopped) through ``send_end``."""
+    final ``WatchEnded``, or None when it just stopped) through ``send_end``.
+
+    A stream that can hand over what is waiting without blocking (``take_ready(most)``,
+    as the Host's watch streams can) needs no pump: the sender waits for one update and
+    takes the rest of the burst with it, one wake-up per frame instead of two. The
+    stream's own bounded buffer is then the backlog."""
+    take_ready: Callable[[int], list[Any]] | None = getattr(updates, "take_ready", None)
+    if take_ready is not None:
+        await _send_taking(updates, take_ready, send_frame, send_end)
+        return
     backlog = _Backlog(BACKLOG)
     failure: list[Exception] = []
 
@@ -102,3 +111,26 @@ async def send_batched(
     if failure:
         raise failure[0]  # outside the nursery: the stream's own error, not a group
     await send_end(None)
+
+
+async def _send_taking(
+    updates: AsyncIterator[Any],
+    take_ready: Callable[[int], list[Any]],
+    send_frame: Callable[[list[Any]], Awaitable[None]],
+    send_end: Callable[[WatchEnded | None], Awaitable[None]],
+) -> None:
+    while True:
+        try:
+            first = await updates.__anext__()
+        except StopAsyncIteration:
+            await send_end(None)
+            return
+        ready = [first]
+        if not isinstance(first, WatchEnded):
+            ready += take_ready(MOST_PER_FRAME - 1)
+        end = ready.pop() if isinstance(ready[-1], WatchEnded) else None
+        if ready:
+            await send_frame(ready)
+        if end is not None:
+            await send_end(end)
+            return

@@ -168,22 +168,10 @@ class Subscriber:
                     # wait, the wait was the checkpoint.
                     await trio.lowlevel.checkpoint_if_cancelled()
                     checked = True
-                update = self._buffer.popleft()
-                if isinstance(update, DraftMark):
-                    self._queued_marks -= 1
-                    update.queued = False
-                    draft = update.take()
-                    if draft is None:
-                        continue
-                    if update.behind:  # the rest of a long draft goes next
-                        self._queue_mark(update, first=True)
-                    return draft
-                if type(update) is RowsPublished:
-                    fresh = self.fresh_rows(update)
-                    if fresh is None:
-                        continue
-                    update = fresh
-                return update
+                found = self._pop()
+                if found is None:
+                    continue
+                return found
             if self._end is not None:
                 if self._end_sent:
                     await trio.lowlevel.checkpoint()
@@ -196,6 +184,40 @@ class Subscriber:
             self._waiting = trio.lowlevel.current_task()
             await trio.lowlevel.wait_task_rescheduled(self._abort)
             checked = True
+
+    def take_nowait(self, most: int) -> list[WatchUpdate]:
+        """Up to ``most`` updates that :meth:`receive` would return now without waiting
+        (the subscription's ``WatchEnded`` among them once it ended); never blocks, never
+        yields. A sender that woke for one update takes the rest of a burst with it."""
+        taken: list[WatchUpdate] = []
+        while len(taken) < most:
+            if self._buffer:
+                found = self._pop()
+                if found is not None:
+                    taken.append(found)
+                continue
+            if self._end is not None and not self._end_sent:
+                self._end_sent = True
+                taken.append(WatchEnded(reason=self._end, resume_after=self.delivered))
+            break
+        return taken
+
+    def _pop(self) -> WatchUpdate | None:
+        """The next buffered update as the watcher gets it (a draft's next piece, rows
+        not yet delivered), or None when the buffered item came to nothing."""
+        update = self._buffer.popleft()
+        if isinstance(update, DraftMark):
+            self._queued_marks -= 1
+            update.queued = False
+            draft = update.take()
+            if draft is None:
+                return None
+            if update.behind:  # the rest of a long draft goes next
+                self._queue_mark(update, first=True)
+            return draft
+        if type(update) is RowsPublished:
+            return self.fresh_rows(update)
+        return update
 
 
 class WatchStream:
@@ -221,6 +243,13 @@ class WatchStream:
         if update is None:
             raise StopAsyncIteration
         return update
+
+    def take_ready(self, most: int) -> list[WatchUpdate]:
+        """Up to ``most`` live updates waiting now (none while catching up): see
+        :meth:`Subscriber.take_nowait`."""
+        if self._catch_up is not None:
+            return []
+        return self._subscriber.take_nowait(most)
 
     async def aclose(self) -> None:
         """Close the catch-up if it is still running (the subscription itself is

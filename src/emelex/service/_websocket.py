@@ -10,6 +10,7 @@ its header) and every send is awaited, so a subscription's backpressure reaches 
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Final
 
 import trio
@@ -46,6 +47,10 @@ class WebSocket:
         self._ws = WSConnection(ConnectionType.CLIENT)
         self._reader = FrameReader(max_message)
         self.close_code: int | None = None
+        # A plain socket is read directly (see _receive); other streams (TLS) through
+        # receive_some.
+        self._socket = stream.socket if type(stream) is trio.SocketStream else None
+        self._more = False  # the last read filled its buffer: more may be waiting
 
     @classmethod
     async def open(
@@ -133,6 +138,29 @@ class WebSocket:
 
     async def _receive(self, size: int) -> bytes:
         try:
-            return bytes(await self._stream.receive_some(size))
+            if self._socket is None:
+                return bytes(await self._stream.receive_some(size))
+            return await self._read(self._socket, size)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             raise TransportError(f"the connection to the Host broke: {exc}") from exc
+
+    async def _read(self, socket: trio.socket.SocketType, size: int) -> bytes:
+        """Up to ``size`` bytes of a plain socket. ``receive_some`` tries a read first
+        and waits after it fails, which for a watch that keeps up (each update a short
+        frame that has not arrived yet) is one failed system call per update: here the
+        wait comes first unless the last read filled its buffer."""
+        if self._more:
+            await trio.lowlevel.checkpoint()
+        else:
+            await trio.lowlevel.wait_readable(socket)
+        while True:
+            fd = socket.fileno()
+            if fd < 0:
+                raise trio.ClosedResourceError("the connection was closed")
+            try:
+                data = os.read(fd, size)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(socket)
+                continue
+            self._more = len(data) == size
+            return data

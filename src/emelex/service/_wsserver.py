@@ -9,6 +9,7 @@ hops per message, which dominated a busy session's fan-out to many watchers.
 
 from __future__ import annotations
 
+import os
 import re
 import struct
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -178,11 +179,30 @@ class _Connection:
         except trio.WouldBlock:
             await self._write_lock.acquire()
         try:
-            await self._stream.send_all(data)
+            sent = self._write_now(data)
+            if sent < len(data):
+                await self._stream.send_all(memoryview(data)[sent:] if sent else data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self.closed = True
         finally:
             self._write_lock.release()
+
+    def _write_now(self, data: bytes) -> int:
+        """Write what the socket takes right now, without waiting or yielding: a frame
+        that fits its buffer (the usual update) goes out without the scheduling round
+        trip of ``send_all``; the rest, if any, is left to ``send_all``, which waits.
+        Only for a plain socket stream (TLS frames go through the TLS stream)."""
+        if type(self._stream) is not trio.SocketStream:
+            return 0
+        fd = self._stream.socket.fileno()
+        if fd < 0:
+            return 0  # closed: send_all raises the right error
+        try:
+            return os.write(fd, data)
+        except BlockingIOError:
+            return 0
+        except OSError as exc:  # the peer left (EPIPE, ECONNRESET)
+            raise trio.BrokenResourceError(str(exc)) from exc
 
 
 def text_frame(text: str) -> bytes:
