@@ -235,10 +235,18 @@ async def watch_rate(base: Path, rows: int) -> list[Row]:
 
 
 async def _busy_latencies(
-    host: Any, session_id: str, watchers: int, sends: int, interval: float
+    host: Any,
+    session_id: str,
+    watchers: int,
+    sends: int,
+    interval: float,
+    phase: list[float] | None = None,
+    host_pid: int | None = None,
 ) -> list[float]:
     """Latencies from each send to each watcher's first update showing it (its queue
-    entry, or its row), ``watchers`` watches of ``host`` (a Host or a HostClient)."""
+    entry, or its row), ``watchers`` watches of ``host`` (a Host or a HostClient).
+    ``phase`` receives the sending phase's wall time, this process's CPU time and the
+    CPU time of process ``host_pid`` (when given and readable), all watchers connected."""
     latencies: list[float] = []
     sent_at: dict[str, float] = {}
     ready = 0
@@ -273,11 +281,18 @@ async def _busy_latencies(
             nursery.start_soon(watcher)
         with trio.fail_after(300):
             await all_ready.wait()
+        began = (time.perf_counter(), time.process_time())
+        host_began = None if host_pid is None else _cpu_seconds(host_pid)
         for n in range(sends):
             operation = f"send-{n}"
             sent_at[operation] = time.perf_counter()
             await host.send(session_id, f"task {n}", operation=operation)
             await trio.sleep(interval)
+    if phase is not None:
+        phase += [time.perf_counter() - began[0], time.process_time() - began[1]]
+        host_ended = None if host_pid is None else _cpu_seconds(host_pid)
+        if host_began is not None and host_ended is not None:
+            phase.append(host_ended - host_began)
     return sorted(latencies)
 
 
@@ -303,22 +318,22 @@ async def busy_watchers(base: Path, watchers: int, sends: int, interval: float) 
     export_agent(idle_agent(), root / "agents" / "bench")
     async with serve_process(root, model) as process, HostClient.connect(root=root) as client:
         session_id = (await client.create_session("bench", base, operation="c")).session.id
-        host_before = _cpu_seconds(process.pid)
-        began, client_began = time.perf_counter(), time.process_time()
-        remote = await _busy_latencies(client, session_id, watchers, sends, interval)
-        wall, client_cpu = time.perf_counter() - began, time.process_time() - client_began
-        host_after = _cpu_seconds(process.pid)
+        phase: list[float] = []
+        remote = await _busy_latencies(
+            client, session_id, watchers, sends, interval, phase, process.pid
+        )
     p50, p99, local_p99 = statistics.median(remote), _p99(remote), _p99(local)
     print(
         f"{watchers} remote watchers: p50 {p50 * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms;"
         f" in process p99 {local_p99 * 1e3:.1f} ms"
     )
-    # Which process is saturated: the CPU each spent over the run's wall time (the
-    # connecting and first updates included).
-    note = f"CPU over {wall:.1f} s: client {client_cpu:.2f} s ({client_cpu / wall:.0%})"
-    if host_before is not None and host_after is not None:
-        host_cpu = host_after - host_before
-        note += f", served Host {host_cpu:.2f} s ({host_cpu / wall:.0%})"
+    # Which process is saturated: the CPU each spent while the sends ran (from the
+    # first send until every watcher saw the last), over that wall time.
+    wall, client_cpu = phase[0], phase[1]
+    note = f"CPU over the {wall:.1f} s of sends: client {client_cpu:.2f} s"
+    note += f" ({client_cpu / wall:.0%})"
+    if len(phase) > 2:
+        note += f", served Host {phase[2]:.2f} s ({phase[2] / wall:.0%})"
     print(f"busy {note}")
     return [
         Row(
