@@ -60,21 +60,61 @@ def _plain(tp: Any) -> bool:
 
 def _generate(cls: type) -> Callable[[Any], Any]:
     attrs.resolve_types(cls)
+    namespace: dict[str, Any] = {"encode": encode_trusted}
     items = []
-    for field in attrs.fields(cls):
+    for n, field in enumerate(attrs.fields(cls)):
         read = f"value.{field.name}"
         tp = field.type
+        origin = get_origin(tp)
+        nested = _nested_class(tp)
         if _plain(tp):
             expression = read
-        elif get_origin(tp) is tuple and _plain(get_args(tp)[0]):
+        elif origin is tuple and _plain(get_args(tp)[0]):
             expression = f"list({read})"
-        elif get_origin(tp) is tuple:  # mostly empty (a row's tool calls): no loop then
+        elif origin is tuple and _nested_class(get_args(tp)[0]) is not None:
+            # Mostly empty (a row's tool calls): no loop then.
+            _bind(namespace, n, get_args(tp)[0])
+            expression = (
+                f"[e{n}(item) if type(item) is c{n} else encode(item) for item in {read}]"
+                f" if {read} else []"
+            )
+        elif origin is tuple:
             expression = f"[encode(item) for item in {read}] if {read} else []"
+        elif nested is not None:
+            # The declared class is encoded directly (no dispatch); a subclass or None
+            # goes through the general path.
+            _bind(namespace, n, nested)
+            expression = f"e{n}(x{n}) if type(x{n} := {read}) is c{n} else encode(x{n})"
         else:
             expression = f"encode({read})"
-        items.append(f"{camel(field.name)!r}: {expression}")
+        items.append(f"{camel(field.name)!r}: ({expression})")
     source = "def encode_class(value):\n    return {" + ", ".join(items) + "}\n"
-    namespace: dict[str, Any] = {"encode": encode_trusted}
     exec(compile(source, f"<wire encoder of {cls.__name__}>", "exec"), namespace)
     encode: Callable[[Any], Any] = namespace["encode_class"]
     return encode
+
+
+def _nested_class(tp: Any) -> type | None:
+    """The declaration class ``tp`` names, alone or with None (else None)."""
+    if isinstance(tp, type) and attrs.has(tp):
+        return tp
+    if get_origin(tp) in (typing.Union, types.UnionType):
+        arms = [arm for arm in get_args(tp) if arm is not type(None)]
+        if len(arms) == 1 and isinstance(arms[0], type) and attrs.has(arms[0]):
+            return arms[0]
+    return None
+
+
+def _bind(namespace: dict[str, Any], n: int, cls: type) -> None:
+    """``c{n}`` is ``cls`` and ``e{n}`` its encoder, generated on first use (classes may
+    refer to themselves), after which the name points at the encoder itself."""
+    namespace[f"c{n}"] = cls
+
+    def first_use(value: Any) -> Any:
+        encode = _ENCODERS.get(cls)
+        if encode is None:
+            encode = _ENCODERS[cls] = _generate(cls)
+        namespace[f"e{n}"] = encode
+        return encode(value)
+
+    namespace[f"e{n}"] = first_use
