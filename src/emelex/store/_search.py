@@ -48,7 +48,10 @@ import attrs
 from emelex._builders import positional_builder
 from emelex.contracts import fold_for, simple_casefold
 from emelex.store._log import Position
+from emelex.store._segment import Segment, SegmentError, segment_of
 
+#: The ``meta`` key of the search segment's high-water mark (the bytes blocks name).
+SEGMENT_END_KEY: Final = "search_segment_end"
 #: A block is closed once it holds this many bytes (a longer row gets a block alone).
 BLOCK_BYTES: Final = 32 * 1024
 #: Text scanned per search page, at most (whole blocks), when the query has a byte
@@ -85,9 +88,14 @@ CREATE TABLE IF NOT EXISTS search_blocks (
     rows BLOB NOT NULL,
     fields BLOB NOT NULL,
     text BLOB NOT NULL,
+    segment_offset INTEGER,
+    segment_length INTEGER,
     PRIMARY KEY (session_id, first_sequence, first_index)
 ) WITHOUT ROWID
 """
+#: The columns schema 5 added: where a closed block's text lies in the search segment
+#: (both NULL while the text is in ``text``; see ``_segment``).
+SEGMENT_COLUMNS: Final = ("segment_offset", "segment_length")
 
 #: Field names of a row's searchable fields: body, thinking, then one per tool call.
 BODY: Final = "body"
@@ -215,16 +223,20 @@ def append_to_blocks(
     entries: Sequence[tuple[int, int, tuple[list[int], str]]],
 ) -> None:
     """Add rows ``(source_sequence, item_index, searchable(...))``, in history order, to
-    the session's blocks (inside the caller's transaction)."""
+    the session's blocks (inside the caller's write transaction). A block that fills up
+    is closed: its text goes to the connection's search segment, synced before this
+    returns (so before the caller commits); the newest block stays in SQLite."""
     if not entries:
         return
     newest = db.execute(
-        "SELECT first_sequence, first_index, rows, fields, text FROM search_blocks"
-        " WHERE session_id=? ORDER BY first_sequence DESC, first_index DESC LIMIT 1",
+        "SELECT first_sequence, first_index, rows, fields, text, segment_offset"
+        " FROM search_blocks WHERE session_id=?"
+        " ORDER BY first_sequence DESC, first_index DESC LIMIT 1",
         (session_id,),
     ).fetchone()
+    segment = segment_of(db)
     block = _Block()
-    if newest is not None and len(newest[4]) < BLOCK_BYTES:
+    if newest is not None and newest[5] is None and len(newest[4]) < BLOCK_BYTES:
         block.first = (newest[0], newest[1])
         block.rows = _ints(newest[2])
         block.fields = _ints(newest[3])
@@ -232,14 +244,16 @@ def append_to_blocks(
     for sequence, index, (lengths, fields) in entries:
         encoded = fields.encode("utf-8", "surrogatepass")
         if block.text and len(block.text) + len(encoded) > BLOCK_BYTES:
-            block.write(db, session_id)
+            block.write(db, session_id, segment)
             block = _Block()
         if block.first is None:
             block.first = (sequence, index)
         block.text += encoded
         block.fields.extend(lengths)
         block.rows.extend((sequence, index, len(block.text), len(block.fields)))
-    block.write(db, session_id)
+    block.write(db, session_id, None)
+    if segment is not None:
+        segment.sync()
 
 
 class _Block:
@@ -249,11 +263,20 @@ class _Block:
         self.fields = array("q")
         self.text = bytearray()
 
-    def write(self, db: sqlite3.Connection, session_id: str) -> None:
+    def write(self, db: sqlite3.Connection, session_id: str, segment: Segment | None) -> None:
+        """Store the block: its text in ``segment`` when given (a closed block), else
+        in SQLite."""
         assert self.first is not None
+        text = bytes(self.text)
+        offset: int | None = None
+        length: int | None = None
+        if segment is not None:
+            offset, length = segment.append(text), len(text)
+            text = b""
         db.execute(
             "INSERT OR REPLACE INTO search_blocks (session_id, first_sequence, first_index,"
-            " last_sequence, last_index, rows, fields, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " last_sequence, last_index, rows, fields, text, segment_offset, segment_length)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 session_id,
                 self.first[0],
@@ -262,9 +285,18 @@ class _Block:
                 self.rows[-3],
                 _blob(self.rows),
                 _blob(self.fields),
-                bytes(self.text),
+                text,
+                offset,
+                length,
             ),
         )
+        if offset is not None:
+            # The segment's high-water mark, what opening the store checks the file
+            # holds: appends only go forward, so the newest block's end is the largest.
+            db.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                (SEGMENT_END_KEY, str(offset + len(self.text))),
+            )
 
 
 class _BadBlock(Exception):
@@ -295,13 +327,14 @@ def scan_blocks(
         (session_id, after.source_sequence, after.item_index),
     ).fetchone() or (0, -1)
     blocks = db.execute(
-        "SELECT rows, fields, text, last_sequence, last_index FROM search_blocks"
+        "SELECT rows, fields, text, last_sequence, last_index, segment_offset,"
+        " segment_length FROM search_blocks"
         " WHERE session_id=? AND (first_sequence, first_index) >= (?, ?)"
         " AND first_sequence <= ? ORDER BY first_sequence, first_index",
         (session_id, start[0], start[1], through),
     )
     try:
-        found, cursor = _Scan(query, case_sensitive, through, after).run(blocks)
+        found, cursor = _Scan(query, case_sensitive, through, after).run(blocks, segment_of(db))
     finally:
         blocks.close()
     return CandidatePage(through=through, rows=tuple(found), next_after=cursor)
@@ -314,21 +347,27 @@ class _Scan:
         # folded (decoded) block.
         needle, self.lowered = byte_needle(query, case_sensitive=case_sensitive)
         self.needle = None if needle is None else ByteFinder(needle)
-        self.folded = simple_casefold(query)
+        # Only a case-insensitive scan folds (building the fold tables costs ~0.15 s of
+        # CPU, once per process: a case-sensitive search must not pay it).
+        self.folded = query if case_sensitive else simple_casefold(query)
         self.through = through
         self.after = (after.source_sequence, after.item_index)
         self.found: list[CandidateRow] = []
 
-    def run(self, blocks: sqlite3.Cursor) -> tuple[list[CandidateRow], Position | None]:
+    def run(
+        self, blocks: sqlite3.Cursor, segment: Segment | None
+    ) -> tuple[list[CandidateRow], Position | None]:
         scanned = 0
         budget = SCAN_BYTES_PER_PAGE if self.needle is not None else SCAN_BYTES_PER_PAGE // 4
         last: tuple[int, int] | None = None
-        for rows, fields, data, last_sequence, last_index in blocks:
+        for rows, fields, data, last_sequence, last_index, offset, length in blocks:
             if scanned >= budget and last is not None and last > self.after:
                 # The page has moved past its cursor and more blocks remain.
                 return self.found, Position(*last)
             if not (type(rows) is type(fields) is type(data) is bytes):
                 raise _BadBlock("a search block's columns are not blobs")
+            if offset is not None:
+                data = _segment_text(segment, data, offset, length)
             _check_shape(rows, fields, data)
             scanned += len(data)
             try:
@@ -365,6 +404,7 @@ class _Scan:
         through = self.through
         after_sequence, after_index = self.after
         found_rows = self.found
+        limit = CANDIDATES_PER_PAGE
         while found >= 0:
             number = bisect_right(ends, found)
             if number >= count:
@@ -376,10 +416,20 @@ class _Scan:
             index = rows[at + 1]
             end = ends[number]
             if sequence > after_sequence or (sequence == after_sequence and index > after_index):
-                start, first = (ends[number - 1], rows[at - 1]) if number else (0, 0)
-                text = _decode(data[start:end])
-                found_rows.append(_candidate(sequence, index, fields, first, rows[at + 3], text))
-                if len(found_rows) >= CANDIDATES_PER_PAGE:
+                if number:
+                    start, first = ends[number - 1], rows[at - 1]
+                else:
+                    start = first = 0
+                # A bad byte raises UnicodeDecodeError, a ValueError: the caller maps it.
+                text = data[start:end].decode("utf-8", "surrogatepass")
+                last = rows[at + 3]
+                if last - first == 2 and not fields[first + 1] and fields[first] == len(text):
+                    # The common row: a body and no thinking (lengths agree: no checks).
+                    row = _candidate_row(_position(sequence, index), ((BODY, text), _NO_THINKING))
+                else:
+                    row = _candidate(sequence, index, fields, first, last, text)
+                found_rows.append(row)
+                if len(found_rows) >= limit:
                     return _position(sequence, index)
             found = needle.find(haystack, end)  # one candidate per row is enough
         return None
@@ -437,6 +487,18 @@ def _cut(rows: array[int], number: int, verdict: str) -> Position | None:
     if verdict is _FULL:
         return Position(rows[4 * number], rows[4 * number + 1])
     return None
+
+
+def _segment_text(segment: Segment | None, data: bytes, offset: object, length: object) -> bytes:
+    """A closed block's text, from the search segment."""
+    if data or type(offset) is not int or type(length) is not int:
+        raise _BadBlock("a search block names both its text and a segment range")
+    if segment is None:
+        raise _BadBlock("a search block's text is in the segment, which is not open")
+    try:
+        return segment.read(offset, length)
+    except SegmentError as exc:
+        raise _BadBlock(str(exc)) from exc
 
 
 def _check_shape(rows: bytes, fields: bytes, data: bytes) -> None:
