@@ -236,8 +236,8 @@ def _check_segment(db: sqlite3.Connection, path: str) -> None:
     )
     db.execute("DELETE FROM search_blocks")
     db.execute("DELETE FROM meta WHERE key=?", (SEGMENT_END_KEY,))
-    if size > 0:
-        os.truncate(name, 0)  # nothing names its bytes any more
+    # The new blocks go after whatever bytes remain (never truncated: another process
+    # may still map them).
     _build_blocks(db, path)
 
 
