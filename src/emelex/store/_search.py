@@ -48,7 +48,7 @@ import attrs
 from emelex._builders import positional_builder
 from emelex.contracts import fold_for, simple_casefold
 from emelex.store._log import Position
-from emelex.store._segment import Segment, SegmentError, segment_of
+from emelex.store._segment import Segment, _SegmentError, segment_of
 
 #: The ``meta`` key of the search segment's high-water mark (the bytes blocks name).
 SEGMENT_END_KEY: Final = "search_segment_end"
@@ -497,7 +497,7 @@ def _segment_text(segment: Segment | None, data: bytes, offset: object, length: 
         raise _BadBlock("a search block's text is in the segment, which is not open")
     try:
         return segment.read(offset, length)
-    except SegmentError as exc:
+    except _SegmentError as exc:
         raise _BadBlock(str(exc)) from exc
 
 

@@ -28,7 +28,7 @@ from emelex.store._permissions import PRIVATE_FILE
 SEGMENT_SUFFIX: Final = "-search"
 
 
-class SegmentError(Exception):
+class _SegmentError(Exception):
     """The segment file cannot be read where a block says its text is (the store maps
     it to ``StoreCorrupt``)."""
 
@@ -67,11 +67,11 @@ class Segment:
             self._unsynced = False
 
     def read(self, offset: int, length: int) -> bytes:
-        """The ``length`` bytes at ``offset``; raises :class:`SegmentError` when the file
+        """The ``length`` bytes at ``offset``; raises :class:`_SegmentError` when the file
         does not hold them."""
         end = offset + length
         if offset < 0 or length < 0:
-            raise SegmentError(f"a block names bytes {offset}+{length} of the search segment")
+            raise _SegmentError(f"a block names bytes {offset}+{length} of the search segment")
         current = self._map
         if current is None or end > len(current):
             current = self._remap(end)
@@ -81,11 +81,11 @@ class Segment:
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError as exc:
-            raise SegmentError(f"cannot open the search segment ({exc.strerror})") from exc
+            raise _SegmentError(f"cannot open the search segment ({exc.strerror})") from exc
         try:
             size = os.fstat(fd).st_size
             if size < end:
-                raise SegmentError(f"the search segment holds {size} bytes, a block needs {end}")
+                raise _SegmentError(f"the search segment holds {size} bytes, a block needs {end}")
             fresh = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
         finally:
             os.close(fd)
