@@ -287,13 +287,15 @@ async def test_a_damaged_block_is_store_corrupt(tmp_path: Path, sql: str) -> Non
     haystack=st.binary(max_size=80).map(lambda b: bytes(x % 4 + 0x61 for x in b)),
     needle=st.binary(min_size=1, max_size=4).map(lambda b: bytes(x % 4 + 0x61 for x in b)),
     start=st.integers(0, 90),
+    end=st.integers(0, 90),
     misses=st.sampled_from([0, 1, 2, 16]),
 )
 def test_byte_finder_finds_what_bytes_find_finds(
-    haystack: bytes, needle: bytes, start: int, misses: int
+    haystack: bytes, needle: bytes, start: int, end: int, misses: int
 ) -> None:
     with small_blocks(4096, scan=1 << 20, candidates=1000, misses=misses):
-        assert blocks.ByteFinder(needle).find(haystack, start) == haystack.find(needle, start)
+        expected = haystack.find(needle, start, end)
+        assert blocks.ByteFinder(needle).find(haystack, start, end) == expected
 
 
 def test_byte_finder_anchors_on_the_rarest_byte() -> None:

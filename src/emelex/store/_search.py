@@ -34,6 +34,7 @@ usable run (``ß``, ``é``, ``k``) decodes and folds blocks.
 from __future__ import annotations
 
 import json
+import mmap
 import re
 import sqlite3
 import sys
@@ -164,7 +165,8 @@ class ByteFinder:
     call with plain ``bytes.find``, and once false occurrences outnumber true ones the
     finder uses plain ``bytes.find`` for good. Finds exactly what ``bytes.find`` finds:
     every match starting at or after ``start`` has its rare byte at or after
-    ``start + offset``, and the occurrences are visited in order.
+    ``start + offset``, and the occurrences are visited in order. The haystack may be a
+    ``bytes`` or a memory map (a block's text in the search segment, searched in place).
     """
 
     def __init__(self, needle: bytes) -> None:
@@ -177,17 +179,18 @@ class ByteFinder:
         self._misses = 0
         self._hits = 0
 
-    def find(self, haystack: bytes, start: int) -> int:
-        """The first offset at or after ``start`` where the needle occurs, else -1."""
+    def find(self, haystack: Haystack, start: int, end: int) -> int:
+        """The first offset at or after ``start`` where the needle occurs within
+        ``haystack[start:end]``, else -1 (``haystack.find(needle, start, end)``)."""
         needle = self.needle
         if not self.anchored:
-            return haystack.find(needle, start)
-        anchor, offset = self.anchor, self.offset
-        at = haystack.find(anchor, start + offset)
+            return haystack.find(needle, start, end)
+        anchor, offset, size = self.anchor, self.offset, len(needle)
+        at = haystack.find(anchor, start + offset, end)
         misses = 0
         while at >= 0:
             begin = at - offset
-            if haystack.startswith(needle, begin):
+            if begin + size <= end and haystack.find(needle, begin, begin + size) == begin:
                 self._hits += 1
                 return begin
             misses += 1
@@ -196,10 +199,14 @@ class ByteFinder:
                 if self._misses > 4 * self._hits + MAX_ANCHOR_MISSES:
                     self.anchored = False  # the "rare" byte is common here
                 # No match starts before begin + 1 (every anchor up to here was checked).
-                return haystack.find(needle, begin + 1)
-            at = haystack.find(anchor, at + 1)
+                return haystack.find(needle, begin + 1, end)
+            at = haystack.find(anchor, at + 1, end)
         self._misses += misses
         return -1
+
+
+#: What a block's text is searched in: its bytes, or the search segment's memory map.
+Haystack = bytes | mmap.mmap
 
 
 def _ints(data: bytes) -> array[int]:
@@ -366,21 +373,27 @@ class _Scan:
                 return self.found, Position(*last)
             if not (type(rows) is type(fields) is type(data) is bytes):
                 raise _BadBlock("a search block's columns are not blobs")
-            if offset is not None:
-                data = _segment_text(segment, data, offset, length)
-            _check_shape(rows, fields, data)
-            scanned += len(data)
+            text: Haystack = data
+            base, size = 0, len(data)
+            if offset is not None:  # in the segment: searched in place, not copied
+                text, base, size = _segment_view(segment, data, offset, length)
+            _check_shape(rows, fields, size)
+            scanned += size
             try:
                 if self.needle is not None:
-                    haystack = data.lower() if self.lowered else data
-                    found = self.needle.find(haystack, 0)
+                    haystack: Haystack = text
+                    if self.lowered:  # lowering copies the block anyway
+                        text = text[base : base + size]
+                        base = 0
+                        haystack = text.lower()
+                    found = self.needle.find(haystack, base, base + size)
                     cut = (
                         None
                         if found < 0
-                        else self._bytes(_ints(rows), _ints(fields), data, haystack, found)
+                        else self._bytes(_ints(rows), _ints(fields), text, haystack, base, found)
                     )
                 else:
-                    cut = self._folded(_ints(rows), _ints(fields), data)
+                    cut = self._folded(_ints(rows), _ints(fields), text[base : base + size])
             except (IndexError, ValueError) as exc:  # arrays that do not fit the text
                 raise _BadBlock(f"a search block's row arrays do not fit ({exc})") from exc
             if cut is not None:
@@ -391,14 +404,21 @@ class _Scan:
         return self.found, None
 
     def _bytes(
-        self, rows: array[int], fields: array[int], data: bytes, haystack: bytes, found: int
+        self,
+        rows: array[int],
+        fields: array[int],
+        data: Haystack,
+        haystack: Haystack,
+        base: int,
+        found: int,
     ) -> Position | None:
-        """Candidates of a byte-needle scan (``haystack`` is ``data`` or its lowering,
-        at the same offsets): byte offsets map to rows directly, and only a candidate
-        row's bytes are decoded."""
+        """Candidates of a byte-needle scan of the block at ``data[base:]``
+        (``haystack`` is ``data`` or its lowering, at the same offsets): byte offsets
+        map to rows directly, and only a candidate row's bytes are decoded."""
         # One tight loop per block: this runs for every row that holds the needle.
         ends = rows[2::4]
         count = len(ends)
+        block_end = base + ends[-1]
         needle = self.needle
         assert needle is not None
         through = self.through
@@ -406,7 +426,7 @@ class _Scan:
         found_rows = self.found
         limit = CANDIDATES_PER_PAGE
         while found >= 0:
-            number = bisect_right(ends, found)
+            number = bisect_right(ends, found - base)
             if number >= count:
                 break  # past the last row (a damaged block): nothing more to find
             at = 4 * number
@@ -421,7 +441,7 @@ class _Scan:
                 else:
                     start = first = 0
                 # A bad byte raises UnicodeDecodeError, a ValueError: the caller maps it.
-                text = data[start:end].decode("utf-8", "surrogatepass")
+                text = data[base + start : base + end].decode("utf-8", "surrogatepass")
                 last = rows[at + 3]
                 if last - first == 2 and not fields[first + 1] and fields[first] == len(text):
                     # The common row: a body and no thinking (lengths agree: no checks).
@@ -431,7 +451,8 @@ class _Scan:
                 found_rows.append(row)
                 if len(found_rows) >= limit:
                     return _position(sequence, index)
-            found = needle.find(haystack, end)  # one candidate per row is enough
+            # One candidate per row is enough.
+            found = needle.find(haystack, base + end, block_end)
         return None
 
     def _folded(self, rows: array[int], fields: array[int], data: bytes) -> Position | None:
@@ -489,19 +510,21 @@ def _cut(rows: array[int], number: int, verdict: str) -> Position | None:
     return None
 
 
-def _segment_text(segment: Segment | None, data: bytes, offset: object, length: object) -> bytes:
-    """A closed block's text, from the search segment."""
+def _segment_view(
+    segment: Segment | None, data: bytes, offset: object, length: object
+) -> tuple[mmap.mmap, int, int]:
+    """Where a closed block's text lies: the segment's map, its offset and length."""
     if data or type(offset) is not int or type(length) is not int:
         raise _BadBlock("a search block names both its text and a segment range")
     if segment is None:
         raise _BadBlock("a search block's text is in the segment, which is not open")
     try:
-        return segment.read(offset, length)
+        return segment.view(offset, length), offset, length
     except _SegmentError as exc:
         raise _BadBlock(str(exc)) from exc
 
 
-def _check_shape(rows: bytes, fields: bytes, data: bytes) -> None:
+def _check_shape(rows: bytes, fields: bytes, size: int) -> None:
     """Raise ``_BadBlock`` unless the block's last row ends where its text does and
     counts all its fields (a block without the needle is never decoded: this is what
     proves its arrays and text belong together)."""
@@ -509,7 +532,7 @@ def _check_shape(rows: bytes, fields: bytes, data: bytes) -> None:
         not rows
         or len(rows) % 32
         or len(fields) % 8
-        or int.from_bytes(rows[-16:-8], "little", signed=True) != len(data)
+        or int.from_bytes(rows[-16:-8], "little", signed=True) != size
         or int.from_bytes(rows[-8:], "little", signed=True) != len(fields) // 8
     ):
         raise _BadBlock("a search block's row arrays do not fit its text")

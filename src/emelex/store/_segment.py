@@ -66,16 +66,17 @@ class Segment:
             os.fdatasync(self._fd)
             self._unsynced = False
 
-    def read(self, offset: int, length: int) -> bytes:
-        """The ``length`` bytes at ``offset``; raises :class:`_SegmentError` when the file
-        does not hold them."""
+    def view(self, offset: int, length: int) -> mmap.mmap:
+        """The file's map, which holds the ``length`` bytes at ``offset`` (searched in
+        place: slicing it copies); raises :class:`_SegmentError` when the file does not
+        hold them."""
         end = offset + length
         if offset < 0 or length < 0:
             raise _SegmentError(f"a block names bytes {offset}+{length} of the search segment")
         current = self._map
         if current is None or end > len(current):
             current = self._remap(end)
-        return current[offset:end]
+        return current
 
     def _remap(self, end: int) -> mmap.mmap:
         try:
