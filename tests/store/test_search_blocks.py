@@ -287,13 +287,15 @@ async def test_a_damaged_block_is_store_corrupt(tmp_path: Path, sql: str) -> Non
     haystack=st.binary(max_size=80).map(lambda b: bytes(x % 4 + 0x61 for x in b)),
     needle=st.binary(min_size=1, max_size=4).map(lambda b: bytes(x % 4 + 0x61 for x in b)),
     start=st.integers(0, 90),
+    end=st.integers(0, 90),
     misses=st.sampled_from([0, 1, 2, 16]),
 )
 def test_byte_finder_finds_what_bytes_find_finds(
-    haystack: bytes, needle: bytes, start: int, misses: int
+    haystack: bytes, needle: bytes, start: int, end: int, misses: int
 ) -> None:
     with small_blocks(4096, scan=1 << 20, candidates=1000, misses=misses):
-        assert blocks.ByteFinder(needle).find(haystack, start) == haystack.find(needle, start)
+        expected = haystack.find(needle, start, end)
+        assert blocks.ByteFinder(needle).find(haystack, start, end) == expected
 
 
 def test_byte_finder_anchors_on_the_rarest_byte() -> None:
@@ -326,3 +328,135 @@ def test_no_other_code_point_folds_onto_an_ascii_character_but_s_and_k() -> None
     table = simple_fold_table()
     onto_ascii = {chr(v) for k, v in table.items() if k >= 0x80 and v < 0x80}
     assert onto_ascii == blocks.ASCII_FOLD_TARGETS
+
+
+# -- the search segment: closed blocks' text in a file beside the store ---------------------
+
+
+def segment_rows(path: str) -> list[tuple[bytes, int | None, int | None]]:
+    with sqlite3.connect(path) as db:
+        found = db.execute(
+            "SELECT text, segment_offset, segment_length FROM search_blocks"
+            " ORDER BY first_sequence, first_index"
+        ).fetchall()
+    db.close()
+    return found
+
+
+Hits = list[tuple[int, int, str, int, int]]
+
+
+def fill_and_search(path: str, texts: list[str], query: str) -> tuple[Hits, Hits]:
+    """Append ``texts`` (one event each, to session "s", created when missing), then
+    search case-sensitively: the hits through candidate pages and the oracle's."""
+    return trio.run(_fill_and_search, path, texts, query)
+
+
+async def _fill_and_search(path: str, texts: list[str], query: str) -> tuple[Hits, Hits]:
+    async with open_supervisor("t"), open_sqlite_store(path) as store:
+        if not await store.list_sessions():
+            await store.create_session("s", "{}")
+        if texts:
+            events = [NewEvent("turn.input", "t", rows=(Message.user(t),)) for t in texts]
+            await store.append_events("s", events)
+        fence = await store.last_sequence("s")
+        options = {"case_sensitive": True, "whole_word": False}
+        found, _pages = await searched(store, query, fence, **options)
+        return found, await oracle(store, query, fence, **options)
+
+
+TEXTS = [f"row {n} has a needle and é {n}" for n in range(40)]
+
+
+def test_closed_blocks_keep_their_text_in_the_segment(tmp_path: Path) -> None:
+    path = str(tmp_path / "s.db")
+    with small_blocks(64, scan=256, candidates=7):
+        found, expected = fill_and_search(path, TEXTS[:20], "needle")
+        assert found == expected and len(found) == 20
+        # Two appends: the second one closes the block the first left open.
+        found, expected = fill_and_search(path, TEXTS[20:], "é 3")
+        assert found == expected and len(found) == 11
+    blocks = segment_rows(path)
+    *closed, newest = blocks
+    assert closed and all(text == b"" and offset is not None for text, offset, _ in closed)
+    assert newest[0] and newest[1] is None  # the newest block still grows in SQLite
+    ends = [(offset or 0) + (length or 0) for _, offset, length in closed]
+    assert ends == sorted(ends)
+    assert Path(path + "-search").stat().st_size == ends[-1]
+    assert oct(Path(path + "-search").stat().st_mode & 0o777) == "0o600"
+
+
+@pytest.mark.parametrize("damage", ["missing", "short", "empty"])
+def test_a_segment_that_lost_bytes_is_rebuilt_on_open(
+    tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = str(tmp_path / "s.db")
+    segment = Path(path + "-search")
+    with small_blocks(64, scan=256, candidates=7):
+        fill_and_search(path, TEXTS, "needle")
+        size = segment.stat().st_size
+        if damage == "missing":
+            segment.unlink()
+        else:
+            with segment.open("r+b") as file:
+                file.truncate(size - 1 if damage == "short" else 0)
+        with caplog.at_level("WARNING", logger="emelex.store"):
+            found, expected = fill_and_search(path, ["one more needle"], "needle")
+    assert "rebuilding the search blocks" in caplog.text
+    assert found == expected and len(found) == len(TEXTS) + 1
+    blocks = segment_rows(path)
+    assert any(offset is not None for _, offset, _ in blocks)
+    if damage != "missing":  # the rebuilt blocks follow the bytes that were left
+        assert min(offset for _, offset, _ in blocks if offset is not None) == (
+            size - 1 if damage == "short" else 0
+        )
+
+
+def test_bytes_no_block_names_are_never_read(tmp_path: Path) -> None:
+    """A crash between appending to the segment and committing leaves bytes at its end
+    that no block names: later blocks go after them, and searches never see them."""
+    path = str(tmp_path / "s.db")
+    segment = Path(path + "-search")
+    with small_blocks(64, scan=256, candidates=7):
+        fill_and_search(path, TEXTS[:20], "needle")
+        with segment.open("ab") as file:
+            file.write(b"needle \xff torn write needle" * 10)
+        found, expected = fill_and_search(path, TEXTS[20:], "needle")
+    assert found == expected and len(found) == len(TEXTS)
+    assert not any(hit[2] != "body" for hit in found)
+
+
+def test_a_segment_with_foreign_bytes_is_store_corrupt(tmp_path: Path) -> None:
+    path = str(tmp_path / "s.db")
+    segment = Path(path + "-search")
+    with small_blocks(64, scan=256, candidates=7):
+        fill_and_search(path, TEXTS, "needle")
+        # The right size, no longer UTF-8 (a block without the needle is never decoded:
+        # the rows that hold it are damaged too).
+        segment.write_bytes(segment.read_bytes().replace("é".encode(), b"\xff\xfe"))
+        with pytest.raises(StoreCorrupt) as caught:
+            fill_and_search(path, [], "needle")
+    assert caught.value.field == "search_blocks"
+
+
+def test_a_schema_4_store_keeps_its_blocks_and_closes_new_ones_into_the_segment(
+    tmp_path: Path,
+) -> None:
+    path = str(tmp_path / "s.db")
+    with small_blocks(1 << 20, scan=1 << 20, candidates=100):
+        fill_and_search(path, TEXTS[:20], "needle")  # one open block, in SQLite
+    with sqlite3.connect(path) as db:  # as schema 4 left it
+        db.execute("ALTER TABLE search_blocks DROP COLUMN segment_offset")
+        db.execute("ALTER TABLE search_blocks DROP COLUMN segment_length")
+        db.execute("UPDATE meta SET value='4' WHERE key='schema'")
+    db.close()
+    with small_blocks(64, scan=256, candidates=7):
+        found, expected = fill_and_search(path, TEXTS[20:], "needle")
+    assert found == expected and len(found) == len(TEXTS)
+    blocks = segment_rows(path)
+    assert len(blocks[0][0]) > 64 and blocks[0][1] is None  # the schema 4 block, as it was
+    assert any(offset is not None for _, offset, _ in blocks)
+    with sqlite3.connect(path) as db:
+        version = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+    db.close()
+    assert version == (str(SCHEMA_VERSION),)

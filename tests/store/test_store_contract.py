@@ -15,6 +15,7 @@ import trio
 from emelex.model import Message, ToolCall
 from emelex.runtime import open_supervisor
 from emelex.store import (
+    SCHEMA_VERSION,
     CandidatePage,
     NewEvent,
     OperationConflict,
@@ -353,3 +354,27 @@ async def test_search_candidates_as_decides_on_a_worker_thread(backend: Backend)
 
         with pytest.raises(LookupError, match="refused"):
             await store.search_candidates_as("s1", "hello", refuse, case_sensitive=True)
+
+
+async def test_a_schema_4_store_migrates_and_keeps_searching(backend: Backend) -> None:
+    """Schema 5 (the SQLite store's search segment) from schema 4, on every store."""
+    async with backend.open() as store:
+        await store.create_session("s1", "{}")
+        await store.append_turn("s1", "t1", TURN)
+    backend.execute(
+        "ALTER TABLE search_blocks DROP COLUMN segment_offset;"
+        " ALTER TABLE search_blocks DROP COLUMN segment_length;"
+        " UPDATE meta SET value='4' WHERE key='schema';",
+        "UPDATE schema_version SET version=4",
+    )
+    async with backend.open() as store:
+        await store.append_turn("s1", "t2", [Message("user", "hello again")])
+        page = await store.search_candidates("s1", "hello", case_sensitive=True)
+        bodies = [row.fields[0][1] for row in page.rows]
+        assert "hello" in bodies and "hello again" in bodies
+    version = (
+        "SELECT value FROM meta WHERE key='schema'"
+        if backend.kind == "sqlite"
+        else "SELECT version FROM schema_version"
+    )
+    assert backend.count(version) == SCHEMA_VERSION

@@ -5,13 +5,18 @@ append-only ``events`` log per session; history ``rows`` are derived from events
 addressed by position; ``operations`` keeps the receipt of every caller-named mutation.
 Schema 3 adds ``patches``: immutable completed-work patches captured from a session's
 workspace (the patch bytes and their description). Schema 4 adds ``search_blocks``, each
-session's case-folded searchable text in blocks (see ``_search``). Opening an older store
-migrates it in one transaction; a newer one is refused.
+session's case-folded searchable text in blocks (see ``_search``). Schema 5 moves the text of
+closed blocks to the search segment, a file beside the store (``segment_offset`` and
+``segment_length``; see ``_segment``): blocks written before keep their text in SQLite.
+Opening an older store migrates it in one transaction; a newer one is refused. Opening a
+store whose search segment is missing or shorter than its blocks need rebuilds the blocks.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sqlite3
 from collections.abc import Callable
 from itertools import groupby
@@ -22,9 +27,18 @@ from emelex.model import Message, from_json, to_json
 from emelex.store._errors import StoreCorrupt, StoreError
 from emelex.store._log import ToolNames, turn_events
 from emelex.store._permissions import create_private_file, warn_if_looser
-from emelex.store._search import SEARCH_BLOCKS_TABLE, append_to_blocks, arguments_of, searchable
+from emelex.store._search import (
+    SEARCH_BLOCKS_TABLE,
+    SEGMENT_COLUMNS,
+    SEGMENT_END_KEY,
+    append_to_blocks,
+    arguments_of,
+    searchable,
+)
+from emelex.store._segment import Segment, SegmentConnection, segment_path
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
+_log = logging.getLogger("emelex.store")
 #: Bytes of the database file a reader connection maps into memory (address space only).
 READER_MMAP_BYTES = 1 << 30
 
@@ -179,6 +193,56 @@ def _migrate_1_to_2(db: sqlite3.Connection, path: str) -> None:
 def _migrate_3_to_4(db: sqlite3.Connection, path: str) -> None:
     """Build every session's search blocks from its stored rows."""
     db.execute(SEARCH_BLOCKS_TABLE)
+    _build_blocks(db, path)
+
+
+def _migrate_4_to_5(db: sqlite3.Connection, path: str) -> None:
+    """Closed blocks may keep their text in the search segment: add the columns that
+    say where (a table created by this version's ``SEARCH_BLOCKS_TABLE`` has them).
+    Existing blocks keep their text in SQLite."""
+    columns = {r[1] for r in db.execute("PRAGMA table_info(search_blocks)")}
+    for column in SEGMENT_COLUMNS:
+        if column not in columns:
+            db.execute(f"ALTER TABLE search_blocks ADD COLUMN {column} INTEGER")
+
+
+def _check_segment(db: sqlite3.Connection, path: str) -> None:
+    """Rebuild every session's search blocks when the search segment does not hold the
+    bytes the blocks name (missing, truncated, or a store copied without it)."""
+    row = db.execute("SELECT value FROM meta WHERE key=?", (SEGMENT_END_KEY,)).fetchone()
+    if row is None:
+        return
+    if not isinstance(row[0], str) or not row[0].isdigit():
+        raise StoreCorrupt(
+            f"search segment end {clip(repr(row[0]), 60)} is not a number",
+            path=path,
+            field="meta." + SEGMENT_END_KEY,
+        )
+    name = segment_path(path)
+    try:
+        size = os.stat(name).st_size
+    except FileNotFoundError:
+        size = -1
+    except OSError as exc:
+        raise StoreError(f"cannot open search segment {name}: {exc.strerror or exc}") from exc
+    if size >= int(row[0]):
+        return
+    _log.warning(
+        "store %s: search segment %s holds %s of %s bytes; rebuilding the search blocks",
+        path,
+        name,
+        max(size, 0),
+        row[0],
+    )
+    db.execute("DELETE FROM search_blocks")
+    db.execute("DELETE FROM meta WHERE key=?", (SEGMENT_END_KEY,))
+    # The new blocks go after whatever bytes remain (never truncated: another process
+    # may still map them).
+    _build_blocks(db, path)
+
+
+def _build_blocks(db: sqlite3.Connection, path: str) -> None:
+    """Every session's search blocks from its stored rows (none exist yet)."""
     sessions = [r[0] for r in db.execute("SELECT id FROM sessions ORDER BY id").fetchall()]
     for session_id in sessions:
         cursor = db.execute(
@@ -257,6 +321,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection, str], None]] = {
     1: _migrate_1_to_2,
     2: _migrate_2_to_3,
     3: _migrate_3_to_4,
+    4: _migrate_4_to_5,
 }
 
 
@@ -280,6 +345,7 @@ def prepare(db: sqlite3.Connection, path: str) -> None:
                 MIGRATIONS[version](db, path)
                 version += 1
             db.execute("UPDATE meta SET value=? WHERE key='schema'", (str(SCHEMA_VERSION),))
+        _check_segment(db, path)
     except BaseException:
         db.execute("ROLLBACK")
         raise
@@ -301,9 +367,13 @@ def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
             raise StoreError(f"cannot open store {path}: {exc.strerror or exc}") from exc
         warn_if_looser(path)
     try:
-        connection = sqlite3.connect(path, isolation_level=None, check_same_thread=True)
+        connection = sqlite3.connect(
+            path, isolation_level=None, check_same_thread=True, factory=SegmentConnection
+        )
     except sqlite3.Error as exc:
         raise StoreError(f"cannot open store {path}: {exc}") from exc
+    assert isinstance(connection, SegmentConnection)
+    connection.search_segment = Segment(segment_path(path))
     try:
         if readonly:
             connection.execute("PRAGMA query_only=ON")

@@ -34,6 +34,7 @@ usable run (``ß``, ``é``, ``k``) decodes and folds blocks.
 from __future__ import annotations
 
 import json
+import mmap
 import re
 import sqlite3
 import sys
@@ -48,7 +49,10 @@ import attrs
 from emelex._builders import positional_builder
 from emelex.contracts import fold_for, simple_casefold
 from emelex.store._log import Position
+from emelex.store._segment import Segment, _SegmentError, segment_of
 
+#: The ``meta`` key of the search segment's high-water mark (the bytes blocks name).
+SEGMENT_END_KEY: Final = "search_segment_end"
 #: A block is closed once it holds this many bytes (a longer row gets a block alone).
 BLOCK_BYTES: Final = 32 * 1024
 #: Text scanned per search page, at most (whole blocks), when the query has a byte
@@ -85,9 +89,14 @@ CREATE TABLE IF NOT EXISTS search_blocks (
     rows BLOB NOT NULL,
     fields BLOB NOT NULL,
     text BLOB NOT NULL,
+    segment_offset INTEGER,
+    segment_length INTEGER,
     PRIMARY KEY (session_id, first_sequence, first_index)
 ) WITHOUT ROWID
 """
+#: The columns schema 5 added: where a closed block's text lies in the search segment
+#: (both NULL while the text is in ``text``; see ``_segment``).
+SEGMENT_COLUMNS: Final = ("segment_offset", "segment_length")
 
 #: Field names of a row's searchable fields: body, thinking, then one per tool call.
 BODY: Final = "body"
@@ -156,7 +165,8 @@ class ByteFinder:
     call with plain ``bytes.find``, and once false occurrences outnumber true ones the
     finder uses plain ``bytes.find`` for good. Finds exactly what ``bytes.find`` finds:
     every match starting at or after ``start`` has its rare byte at or after
-    ``start + offset``, and the occurrences are visited in order.
+    ``start + offset``, and the occurrences are visited in order. The haystack may be a
+    ``bytes`` or a memory map (a block's text in the search segment, searched in place).
     """
 
     def __init__(self, needle: bytes) -> None:
@@ -169,17 +179,18 @@ class ByteFinder:
         self._misses = 0
         self._hits = 0
 
-    def find(self, haystack: bytes, start: int) -> int:
-        """The first offset at or after ``start`` where the needle occurs, else -1."""
+    def find(self, haystack: Haystack, start: int, end: int) -> int:
+        """The first offset at or after ``start`` where the needle occurs within
+        ``haystack[start:end]``, else -1 (``haystack.find(needle, start, end)``)."""
         needle = self.needle
         if not self.anchored:
-            return haystack.find(needle, start)
-        anchor, offset = self.anchor, self.offset
-        at = haystack.find(anchor, start + offset)
+            return haystack.find(needle, start, end)
+        anchor, offset, size = self.anchor, self.offset, len(needle)
+        at = haystack.find(anchor, start + offset, end)
         misses = 0
         while at >= 0:
             begin = at - offset
-            if haystack.startswith(needle, begin):
+            if begin + size <= end and haystack.find(needle, begin, begin + size) == begin:
                 self._hits += 1
                 return begin
             misses += 1
@@ -188,10 +199,14 @@ class ByteFinder:
                 if self._misses > 4 * self._hits + MAX_ANCHOR_MISSES:
                     self.anchored = False  # the "rare" byte is common here
                 # No match starts before begin + 1 (every anchor up to here was checked).
-                return haystack.find(needle, begin + 1)
-            at = haystack.find(anchor, at + 1)
+                return haystack.find(needle, begin + 1, end)
+            at = haystack.find(anchor, at + 1, end)
         self._misses += misses
         return -1
+
+
+#: What a block's text is searched in: its bytes, or the search segment's memory map.
+Haystack = bytes | mmap.mmap
 
 
 def _ints(data: bytes) -> array[int]:
@@ -215,16 +230,20 @@ def append_to_blocks(
     entries: Sequence[tuple[int, int, tuple[list[int], str]]],
 ) -> None:
     """Add rows ``(source_sequence, item_index, searchable(...))``, in history order, to
-    the session's blocks (inside the caller's transaction)."""
+    the session's blocks (inside the caller's write transaction). A block that fills up
+    is closed: its text goes to the connection's search segment, synced before this
+    returns (so before the caller commits); the newest block stays in SQLite."""
     if not entries:
         return
     newest = db.execute(
-        "SELECT first_sequence, first_index, rows, fields, text FROM search_blocks"
-        " WHERE session_id=? ORDER BY first_sequence DESC, first_index DESC LIMIT 1",
+        "SELECT first_sequence, first_index, rows, fields, text, segment_offset"
+        " FROM search_blocks WHERE session_id=?"
+        " ORDER BY first_sequence DESC, first_index DESC LIMIT 1",
         (session_id,),
     ).fetchone()
+    segment = segment_of(db)
     block = _Block()
-    if newest is not None and len(newest[4]) < BLOCK_BYTES:
+    if newest is not None and newest[5] is None and len(newest[4]) < BLOCK_BYTES:
         block.first = (newest[0], newest[1])
         block.rows = _ints(newest[2])
         block.fields = _ints(newest[3])
@@ -232,14 +251,16 @@ def append_to_blocks(
     for sequence, index, (lengths, fields) in entries:
         encoded = fields.encode("utf-8", "surrogatepass")
         if block.text and len(block.text) + len(encoded) > BLOCK_BYTES:
-            block.write(db, session_id)
+            block.write(db, session_id, segment)
             block = _Block()
         if block.first is None:
             block.first = (sequence, index)
         block.text += encoded
         block.fields.extend(lengths)
         block.rows.extend((sequence, index, len(block.text), len(block.fields)))
-    block.write(db, session_id)
+    block.write(db, session_id, None)
+    if segment is not None:
+        segment.sync()
 
 
 class _Block:
@@ -249,11 +270,20 @@ class _Block:
         self.fields = array("q")
         self.text = bytearray()
 
-    def write(self, db: sqlite3.Connection, session_id: str) -> None:
+    def write(self, db: sqlite3.Connection, session_id: str, segment: Segment | None) -> None:
+        """Store the block: its text in ``segment`` when given (a closed block), else
+        in SQLite."""
         assert self.first is not None
+        text = bytes(self.text)
+        offset: int | None = None
+        length: int | None = None
+        if segment is not None:
+            offset, length = segment.append(text), len(text)
+            text = b""
         db.execute(
             "INSERT OR REPLACE INTO search_blocks (session_id, first_sequence, first_index,"
-            " last_sequence, last_index, rows, fields, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " last_sequence, last_index, rows, fields, text, segment_offset, segment_length)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 session_id,
                 self.first[0],
@@ -262,9 +292,18 @@ class _Block:
                 self.rows[-3],
                 _blob(self.rows),
                 _blob(self.fields),
-                bytes(self.text),
+                text,
+                offset,
+                length,
             ),
         )
+        if offset is not None:
+            # The segment's high-water mark, what opening the store checks the file
+            # holds: appends only go forward, so the newest block's end is the largest.
+            db.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                (SEGMENT_END_KEY, str(offset + len(self.text))),
+            )
 
 
 class _BadBlock(Exception):
@@ -295,13 +334,14 @@ def scan_blocks(
         (session_id, after.source_sequence, after.item_index),
     ).fetchone() or (0, -1)
     blocks = db.execute(
-        "SELECT rows, fields, text, last_sequence, last_index FROM search_blocks"
+        "SELECT rows, fields, text, last_sequence, last_index, segment_offset,"
+        " segment_length FROM search_blocks"
         " WHERE session_id=? AND (first_sequence, first_index) >= (?, ?)"
         " AND first_sequence <= ? ORDER BY first_sequence, first_index",
         (session_id, start[0], start[1], through),
     )
     try:
-        found, cursor = _Scan(query, case_sensitive, through, after).run(blocks)
+        found, cursor = _Scan(query, case_sensitive, through, after).run(blocks, segment_of(db))
     finally:
         blocks.close()
     return CandidatePage(through=through, rows=tuple(found), next_after=cursor)
@@ -314,34 +354,46 @@ class _Scan:
         # folded (decoded) block.
         needle, self.lowered = byte_needle(query, case_sensitive=case_sensitive)
         self.needle = None if needle is None else ByteFinder(needle)
-        self.folded = simple_casefold(query)
+        # Only a case-insensitive scan folds (building the fold tables costs ~0.15 s of
+        # CPU, once per process: a case-sensitive search must not pay it).
+        self.folded = query if case_sensitive else simple_casefold(query)
         self.through = through
         self.after = (after.source_sequence, after.item_index)
         self.found: list[CandidateRow] = []
 
-    def run(self, blocks: sqlite3.Cursor) -> tuple[list[CandidateRow], Position | None]:
+    def run(
+        self, blocks: sqlite3.Cursor, segment: Segment | None
+    ) -> tuple[list[CandidateRow], Position | None]:
         scanned = 0
         budget = SCAN_BYTES_PER_PAGE if self.needle is not None else SCAN_BYTES_PER_PAGE // 4
         last: tuple[int, int] | None = None
-        for rows, fields, data, last_sequence, last_index in blocks:
+        for rows, fields, data, last_sequence, last_index, offset, length in blocks:
             if scanned >= budget and last is not None and last > self.after:
                 # The page has moved past its cursor and more blocks remain.
                 return self.found, Position(*last)
             if not (type(rows) is type(fields) is type(data) is bytes):
                 raise _BadBlock("a search block's columns are not blobs")
-            _check_shape(rows, fields, data)
-            scanned += len(data)
+            text: Haystack = data
+            base, size = 0, len(data)
+            if offset is not None:  # in the segment: searched in place, not copied
+                text, base, size = _segment_view(segment, data, offset, length)
+            _check_shape(rows, fields, size)
+            scanned += size
             try:
                 if self.needle is not None:
-                    haystack = data.lower() if self.lowered else data
-                    found = self.needle.find(haystack, 0)
+                    haystack: Haystack = text
+                    if self.lowered:  # lowering copies the block anyway
+                        text = text[base : base + size]
+                        base = 0
+                        haystack = text.lower()
+                    found = self.needle.find(haystack, base, base + size)
                     cut = (
                         None
                         if found < 0
-                        else self._bytes(_ints(rows), _ints(fields), data, haystack, found)
+                        else self._bytes(_ints(rows), _ints(fields), text, haystack, base, found)
                     )
                 else:
-                    cut = self._folded(_ints(rows), _ints(fields), data)
+                    cut = self._folded(_ints(rows), _ints(fields), text[base : base + size])
             except (IndexError, ValueError) as exc:  # arrays that do not fit the text
                 raise _BadBlock(f"a search block's row arrays do not fit ({exc})") from exc
             if cut is not None:
@@ -352,21 +404,29 @@ class _Scan:
         return self.found, None
 
     def _bytes(
-        self, rows: array[int], fields: array[int], data: bytes, haystack: bytes, found: int
+        self,
+        rows: array[int],
+        fields: array[int],
+        data: Haystack,
+        haystack: Haystack,
+        base: int,
+        found: int,
     ) -> Position | None:
-        """Candidates of a byte-needle scan (``haystack`` is ``data`` or its lowering,
-        at the same offsets): byte offsets map to rows directly, and only a candidate
-        row's bytes are decoded."""
+        """Candidates of a byte-needle scan of the block at ``data[base:]``
+        (``haystack`` is ``data`` or its lowering, at the same offsets): byte offsets
+        map to rows directly, and only a candidate row's bytes are decoded."""
         # One tight loop per block: this runs for every row that holds the needle.
         ends = rows[2::4]
         count = len(ends)
+        block_end = base + ends[-1]
         needle = self.needle
         assert needle is not None
         through = self.through
         after_sequence, after_index = self.after
         found_rows = self.found
+        limit = CANDIDATES_PER_PAGE
         while found >= 0:
-            number = bisect_right(ends, found)
+            number = bisect_right(ends, found - base)
             if number >= count:
                 break  # past the last row (a damaged block): nothing more to find
             at = 4 * number
@@ -376,12 +436,23 @@ class _Scan:
             index = rows[at + 1]
             end = ends[number]
             if sequence > after_sequence or (sequence == after_sequence and index > after_index):
-                start, first = (ends[number - 1], rows[at - 1]) if number else (0, 0)
-                text = _decode(data[start:end])
-                found_rows.append(_candidate(sequence, index, fields, first, rows[at + 3], text))
-                if len(found_rows) >= CANDIDATES_PER_PAGE:
+                if number:
+                    start, first = ends[number - 1], rows[at - 1]
+                else:
+                    start = first = 0
+                # A bad byte raises UnicodeDecodeError, a ValueError: the caller maps it.
+                text = data[base + start : base + end].decode("utf-8", "surrogatepass")
+                last = rows[at + 3]
+                if last - first == 2 and not fields[first + 1] and fields[first] == len(text):
+                    # The common row: a body and no thinking (lengths agree: no checks).
+                    row = _candidate_row(_position(sequence, index), ((BODY, text), _NO_THINKING))
+                else:
+                    row = _candidate(sequence, index, fields, first, last, text)
+                found_rows.append(row)
+                if len(found_rows) >= limit:
                     return _position(sequence, index)
-            found = needle.find(haystack, end)  # one candidate per row is enough
+            # One candidate per row is enough.
+            found = needle.find(haystack, base + end, block_end)
         return None
 
     def _folded(self, rows: array[int], fields: array[int], data: bytes) -> Position | None:
@@ -439,7 +510,21 @@ def _cut(rows: array[int], number: int, verdict: str) -> Position | None:
     return None
 
 
-def _check_shape(rows: bytes, fields: bytes, data: bytes) -> None:
+def _segment_view(
+    segment: Segment | None, data: bytes, offset: object, length: object
+) -> tuple[mmap.mmap, int, int]:
+    """Where a closed block's text lies: the segment's map, its offset and length."""
+    if data or type(offset) is not int or type(length) is not int:
+        raise _BadBlock("a search block names both its text and a segment range")
+    if segment is None:
+        raise _BadBlock("a search block's text is in the segment, which is not open")
+    try:
+        return segment.view(offset, length), offset, length
+    except _SegmentError as exc:
+        raise _BadBlock(str(exc)) from exc
+
+
+def _check_shape(rows: bytes, fields: bytes, size: int) -> None:
     """Raise ``_BadBlock`` unless the block's last row ends where its text does and
     counts all its fields (a block without the needle is never decoded: this is what
     proves its arrays and text belong together)."""
@@ -447,7 +532,7 @@ def _check_shape(rows: bytes, fields: bytes, data: bytes) -> None:
         not rows
         or len(rows) % 32
         or len(fields) % 8
-        or int.from_bytes(rows[-16:-8], "little", signed=True) != len(data)
+        or int.from_bytes(rows[-16:-8], "little", signed=True) != size
         or int.from_bytes(rows[-8:], "little", signed=True) != len(fields) // 8
     ):
         raise _BadBlock("a search block's row arrays do not fit its text")

@@ -101,9 +101,15 @@ def _search_blocks(db: psycopg.Connection[tuple[object, ...]], where: str) -> No
     without them (see ``search_candidates``), so nothing changes here."""
 
 
+def _search_segment(db: psycopg.Connection[tuple[object, ...]], where: str) -> None:
+    """Schema 4 -> 5: the SQLite store's search segment (closed blocks' text in a file
+    beside it). No search blocks here, so nothing changes."""
+
+
 MIGRATIONS: dict[int, Callable[[psycopg.Connection[tuple[object, ...]], str], None]] = {
     2: _add_patches,
     3: _search_blocks,
+    4: _search_segment,
 }
 
 
