@@ -13,6 +13,7 @@ caller's cancel scope.
 
 from __future__ import annotations
 
+import select
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -76,10 +77,16 @@ async def _result(pgconn: pq.abc.PGconn) -> pq.abc.PGresult:
     socket = pgconn.socket
     while pgconn.flush():
         await trio.lowlevel.wait_writable(socket)
+    # libpq reads at most one buffer (16 KiB at first) per call, and a page is often
+    # more: what the server already sent is read at once, and only an empty socket
+    # sends the task to the scheduler (a trip through it costs more than the read).
+    ready = select.poll()
+    ready.register(socket, select.POLLIN)
     last = None
     while True:
         while pgconn.is_busy():
-            await trio.lowlevel.wait_readable(socket)
+            if not ready.poll(0):
+                await trio.lowlevel.wait_readable(socket)
             pgconn.consume_input()
         result = pgconn.get_result()
         if result is None:
