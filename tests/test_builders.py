@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from emelex._builders import positional_builder
+from emelex._builders import flat_builder, positional_builder
 from emelex.contracts import HistoryRow, Position
 
 
@@ -88,3 +88,23 @@ def test_the_store_row_values_take_the_fast_route() -> None:
     assert row == StoredRow(StorePosition(4, 2), "t1", expected, (), "{}")
     for cls in (StorePosition, RowFields, StoredRow):
         assert "_twin" in positional_builder(cls).__globals__
+
+
+def test_a_flat_builder_builds_nested_values_from_their_fields_in_place() -> None:
+    from emelex.store import Position as StorePosition
+    from emelex.store import RowFields, StoredRow
+
+    build = flat_builder(StoredRow, position=StorePosition, fields=RowFields)
+    row = build(4, 2, "t1", "tool", "out", None, "read_file", "c1", False, (), "{}")
+    expected = RowFields("tool", "out", None, "read_file", "c1", False)
+    assert row == StoredRow(StorePosition(4, 2), "t1", expected, (), "{}")
+    assert type(row.position) is StorePosition and type(row.fields) is RowFields
+    # The descriptor route nests the same way.
+    history = flat_builder(HistoryRow, position=Position)(
+        3, 1, "t1", "user", "hi", None, (), None, None, False
+    )
+    assert history == positional_builder(HistoryRow)(
+        Position(source_sequence=3, item_index=1), "t1", "user", "hi", None, (), None, None, False
+    )
+    with pytest.raises(TypeError, match="no fields"):
+        flat_builder(StoredRow, where=StorePosition)

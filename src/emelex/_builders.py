@@ -32,28 +32,68 @@ def positional_builder(cls: type[T]) -> Callable[..., T]:
     Generated like attrs' own ``__init__``. Raises ``TypeError`` for a class that is not
     a slotted attrs class.
     """
+    names = _names(cls)
+    namespace: dict[str, Any] = {}
+    lines = [f"def build({', '.join(names)}):", *_construct(cls, "self", names, namespace, "")]
+    return _compile(lines, namespace)
+
+
+def flat_builder(cls: type[T], **nested: type[Any]) -> Callable[..., T]:
+    """As :func:`positional_builder`, but each field named in ``nested`` is built, of the
+    class given for it, from that class's own fields passed in its place: with
+    ``flat_builder(Row, position=Position)`` a ``Row(position, turn_id)`` is built by
+    ``build(source_sequence, item_index, turn_id)``. One call per value, however nested
+    (a page builds hundreds)."""
+    names = _names(cls)
+    unknown = set(nested) - set(names)
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no fields {sorted(unknown)}")
+    namespace: dict[str, Any] = {}
+    parameters: list[str] = []
+    body: list[str] = []
+    for name in names:
+        if name in nested:
+            inner = [f"{name}_{field}" for field in _names(nested[name])]
+            parameters += inner
+            body += _construct(nested[name], name, inner, namespace, f"_{name}")
+        else:
+            parameters.append(name)
+    body += _construct(cls, "self", names, namespace, "")
+    return _compile([f"def build({', '.join(parameters)}):", *body], namespace)
+
+
+def _names(cls: type[Any]) -> list[str]:
     if not attrs.has(cls) or "__slots__" not in cls.__dict__:
         raise TypeError(f"{cls.__name__} is not a slotted attrs class")
-    names = [field.name for field in attrs.fields(cls)]
+    return [field.name for field in attrs.fields(cls)]
+
+
+def _construct(
+    cls: type[Any], target: str, values: list[str], namespace: dict[str, Any], key: str
+) -> list[str]:
+    """Lines that set ``target`` to a ``cls`` built from the expressions ``values``."""
+    names = _names(cls)
+    pairs = list(zip(names, values, strict=True))
     twin = _twin(cls, names)
-    namespace: dict[str, Any] = {"_cls": cls}
-    lines = [f"def build({', '.join(names)}):"]
+    namespace[f"_cls{key}"] = cls
     if twin is not None:
-        namespace["_twin"] = twin
-        lines.append("    self = _twin()")
-        lines += [f"    self.{name} = {name}" for name in names]
-        lines.append("    self.__class__ = _cls")
-    else:
-        namespace["_new"] = object.__new__
-        lines.append("    self = _new(_cls)")
-        for name in names:
-            # The slot's descriptor (a base class holds those of its own fields).
-            slot = next(c.__dict__[name] for c in cls.__mro__ if name in c.__dict__)
-            namespace[f"_set_{name}"] = slot.__set__
-            lines.append(f"    _set_{name}(self, {name})")
-    lines.append("    return self")
-    exec("\n".join(lines), namespace)
-    build: Callable[..., T] = namespace["build"]
+        namespace[f"_twin{key}"] = twin
+        lines = [f"    {target} = _twin{key}()"]
+        lines += [f"    {target}.{name} = {value}" for name, value in pairs]
+        return [*lines, f"    {target}.__class__ = _cls{key}"]
+    namespace["_new"] = object.__new__
+    lines = [f"    {target} = _new(_cls{key})"]
+    for name, value in pairs:
+        # The slot's descriptor (a base class holds those of its own fields).
+        slot = next(c.__dict__[name] for c in cls.__mro__ if name in c.__dict__)
+        namespace[f"_set{key}_{name}"] = slot.__set__
+        lines.append(f"    _set{key}_{name}({target}, {value})")
+    return lines
+
+
+def _compile(lines: list[str], namespace: dict[str, Any]) -> Callable[..., Any]:
+    exec("\n".join([*lines, "    return self"]), namespace)
+    build: Callable[..., Any] = namespace["build"]
     return build
 
 

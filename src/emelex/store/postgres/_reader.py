@@ -54,7 +54,8 @@ class TrioReader:
                 await _result(pgconn)
                 self._prepared.add(name)
             values = [None if p is None else str(p).encode() for p in params]
-            pgconn.send_query_prepared(name, values)
+            # Binary results: numbers and booleans load without parsing text.
+            pgconn.send_query_prepared(name, values, result_format=pq.Format.BINARY)
             result = await _result(pgconn)
             transformer = Transformer(db)
             transformer.set_pgresult(result)

@@ -37,6 +37,7 @@ import psycopg
 import psycopg.conninfo
 import trio
 
+from emelex._builders import flat_builder
 from emelex._errors import SerializationError
 from emelex.model import Message, from_json, to_json
 from emelex.runtime import DedicatedWorker, WorkerJob, WorkerJobAborted, open_dedicated_worker
@@ -79,9 +80,6 @@ from emelex.store._sqlite import (
     _count,
     _json_object,
     _number,
-    _position,
-    _row_fields,
-    _stored_row,
     _text,
     _title,
 )
@@ -235,6 +233,9 @@ _NATIVE_EVENTS_AFTER: Final = (
     (_EVENTS_AFTER % ("$1", "$2", "$3")).encode(),
 )
 
+
+#: A page's StoredRow with its Position and RowFields, in one call.
+_page_row: Final = flat_builder(StoredRow, position=Position, fields=RowFields)
 
 #: Rows one search page hands to the matcher (every row is a candidate here).
 SEARCH_PAGE_ROWS: Final = 500
@@ -691,12 +692,20 @@ class PostgresStore:
         for row in rows[:limit]:
             _, sequence, index, turn_id, role, internal, name, call_id, body, thinking = row[:10]
             calls = row[10]
+            if calls is not None:
+                calls = _calls(calls, path, session_id, _calls_field(row))
             append(
-                _stored_row(
-                    _position(sequence, index),
+                _page_row(
+                    sequence,
+                    index,
                     turn_id,
-                    _row_fields(role, body, thinking, name, call_id, internal),
-                    () if calls is None else _calls(calls, path, session_id, _calls_field(row)),
+                    role,
+                    body,
+                    thinking,
+                    name,
+                    call_id,
+                    internal,
+                    calls or (),
                     row[11],
                 )
             )
