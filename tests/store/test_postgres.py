@@ -3,13 +3,24 @@ stores on one database, and credentials kept out of errors and tables."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import psycopg
 import pytest
 import trio
 
-from emelex.model import Message
+from emelex.model import Message, ToolCall
 from emelex.runtime import open_supervisor
-from emelex.store import LeaseLost, NewEvent, OperationRecord, SessionNotFound, StoreError
+from emelex.service._rows import page_row
+from emelex.store import (
+    LeaseLost,
+    NewEvent,
+    OperationRecord,
+    Position,
+    SessionNotFound,
+    StoreCorrupt,
+    StoreError,
+)
 from emelex.store.postgres import open_postgres_store, redact_dsn
 
 from ..postgres_server import PostgresServer
@@ -174,3 +185,56 @@ async def test_credentials_never_reach_errors_or_tables(
         async with open_supervisor("t"), open_postgres_store(bad, pool_size=1):
             pass
     assert secret not in str(refused.value) and "cannot open store" in str(refused.value)
+
+
+@pytest.mark.parametrize("calls", ["not json", "[1]", '{"id": 1}', '[["c1"]]'])
+async def test_tool_calls_the_store_did_not_write_are_store_corrupt(
+    postgres_dsn: str, calls: str
+) -> None:
+    """Pages are built without re-checking what the schema fixes; a column it cannot fix
+    (the calls' JSON) is checked on every read path, naming the row."""
+    call = ToolCall("c1", "read_file", {"path": "n"})
+    turn = [
+        Message("user", "read"),
+        Message("assistant", "", tool_calls=(call,)),
+        Message("tool", "text", tool_call_id="c1"),
+    ]
+    async with open_supervisor("t"), open_postgres_store(postgres_dsn, pool_size=1) as store:
+        await store.create_session("s1", "{}")
+        await store.append_turn("s1", "t1", turn)
+        page = await store.history_page("s1")
+        assert page.rows[1].tool_calls[0].arguments == {"path": "n"}
+        with psycopg.connect(postgres_dsn, autocommit=True) as db:
+            db.execute("UPDATE rows SET tool_calls=%s WHERE source_sequence=2", (calls,))
+        reads: dict[str, Callable[[], Awaitable[object]]] = {
+            "page": lambda: store.history_page("s1"),
+            "page_as": lambda: store.history_page_as("s1", page_row),
+            "row": lambda: store.read_row("s1", Position(2, 0)),
+            "search": lambda: store.search_candidates("s1", "x", case_sensitive=False),
+        }
+        for name, read in reads.items():
+            with pytest.raises(StoreCorrupt) as caught:
+                await read()
+            error = caught.value
+            assert (error.session_id, error.field) == ("s1", "rows[2,0].tool_calls"), name
+            assert isinstance(error, StoreError)
+        # The rows around it still read: the damage is confined to its row.
+        assert (await store.history_page("s1", limit=1)).rows[0].fields.body == "read"
+
+
+async def test_a_page_larger_than_one_socket_read_arrives_whole(postgres_dsn: str) -> None:
+    """The Trio-thread reader takes what the server already sent before waiting again:
+    a page of about 2.5 MB (many buffers) comes back complete and in order."""
+    async with open_supervisor("t"), open_postgres_store(postgres_dsn, pool_size=1) as store:
+        await store.create_session("s1", "{}")
+        bodies = [f"{n}:" + "ä" * 20_000 + f":{n}" for n in range(60)]
+        for n, body in enumerate(bodies):
+            await store.append_turn("s1", f"t{n}", [Message("user", body)])
+        assert store._reader is not None and store._reader._db is None
+        with trio.fail_after(30):
+            page = await store.history_page("s1", limit=60)
+            assert store._reader._db is not None  # read on the Trio thread
+            assert [r.fields.body for r in page.rows] == bodies
+            assert [r.message().text for r in page.rows] == bodies
+            _, built, more = await store.history_page_as("s1", page_row, limit=59)
+            assert [r.body for r in built] == bodies[:59] and more

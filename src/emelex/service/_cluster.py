@@ -38,7 +38,7 @@ from emelex.service._events import (
     QUEUE_STARTED,
     TURN_JOURNAL,
 )
-from emelex.service._rows import store_position, wire_position, wire_row
+from emelex.service._rows import page_row, store_position, wire_position
 from emelex.store import AppendResult, Lease, LeaseLost, NewEvent, OperationRecord, StoreError
 
 if TYPE_CHECKING:
@@ -450,17 +450,18 @@ class Cluster:
             return
         cursor = None if state.last_row is None else store_position(state.last_row)
         while True:
-            page = await self._store.history_page(
-                state.session_id, through=state.revision, after=cursor, limit=500
+            # Wire rows built straight from the page's values (no StoredRow in between).
+            _, built, more = await self._store.history_page_as(
+                state.session_id, page_row, through=state.revision, after=cursor, limit=500
             )
-            if page.rows:
-                rows = tuple(wire_row(r) for r in page.rows)
+            if built:
+                rows = tuple(built)
                 state.last_row = rows[-1].position
                 update = RowsPublished(
                     through=state.revision, rows=rows, next_after=rows[-1].position
                 )
                 for subscriber in tuple(state.subscribers):
                     subscriber.offer(update)
-            if page.next_after is None:
+            if not more:
                 break
-            cursor = page.next_after
+            cursor = store_position(rows[-1].position)

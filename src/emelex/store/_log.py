@@ -26,7 +26,7 @@ Outcome = Literal["committed", "checkpointed", "rolled_back"]
 OUTCOMES: Final = frozenset({"committed", "checkpointed", "rolled_back"})
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)  # fast builders (emelex._builders)
 class Position:
     """Where a row sits: the publishing event's sequence, then the row's ordinal in it."""
 
@@ -44,7 +44,7 @@ class NewEvent:
     rows: tuple[Message, ...] = ()
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)  # fast builders (emelex._builders)
 class RowFields:
     """What a stored row keeps beside the message itself (searchable and filterable)."""
 
@@ -65,7 +65,7 @@ class StoredCall:
     arguments: dict[str, Any]
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)  # fast builders (emelex._builders)
 class StoredRow:
     """One history row read back from the log. The full message is decoded only when
     asked for (:meth:`message`): pages and searches need just the fields."""

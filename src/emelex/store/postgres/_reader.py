@@ -13,6 +13,7 @@ caller's cancel scope.
 
 from __future__ import annotations
 
+import select
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,6 +23,8 @@ from psycopg import pq
 from psycopg.adapt import Transformer
 
 _Db = psycopg.Connection[tuple[Any, ...]]
+#: Socket reads a result may take without yielding to Trio (each up to libpq's buffer).
+_READS_PER_YIELD = 32
 
 
 class TrioReader:
@@ -53,7 +56,8 @@ class TrioReader:
                 await _result(pgconn)
                 self._prepared.add(name)
             values = [None if p is None else str(p).encode() for p in params]
-            pgconn.send_query_prepared(name, values)
+            # Binary results: numbers and booleans load without parsing text.
+            pgconn.send_query_prepared(name, values, result_format=pq.Format.BINARY)
             result = await _result(pgconn)
             transformer = Transformer(db)
             transformer.set_pgresult(result)
@@ -76,10 +80,23 @@ async def _result(pgconn: pq.abc.PGconn) -> pq.abc.PGresult:
     socket = pgconn.socket
     while pgconn.flush():
         await trio.lowlevel.wait_writable(socket)
+    # libpq reads at most one buffer (16 KiB at first) per call, and a page is often
+    # more: what the server already sent is read at once, and only an empty socket
+    # sends the task to the scheduler (a trip through it costs more than the read).
+    # A long result still yields now and then (others run, cancellation reaches us).
+    ready = select.poll()
+    ready.register(socket, select.POLLIN)
+    unyielded = 0
     last = None
     while True:
         while pgconn.is_busy():
-            await trio.lowlevel.wait_readable(socket)
+            if not ready.poll(0):
+                await trio.lowlevel.wait_readable(socket)
+                unyielded = 0
+            elif unyielded >= _READS_PER_YIELD:
+                await trio.lowlevel.checkpoint()
+                unyielded = 0
+            unyielded += 1
             pgconn.consume_input()
         result = pgconn.get_result()
         if result is None:

@@ -37,6 +37,7 @@ import psycopg
 import psycopg.conninfo
 import trio
 
+from emelex._builders import flat_builder
 from emelex._errors import SerializationError
 from emelex.model import Message, from_json, to_json
 from emelex.runtime import DedicatedWorker, WorkerJob, WorkerJobAborted, open_dedicated_worker
@@ -79,9 +80,6 @@ from emelex.store._sqlite import (
     _count,
     _json_object,
     _number,
-    _position,
-    _row_fields,
-    _stored_row,
     _text,
     _title,
 )
@@ -235,6 +233,9 @@ _NATIVE_EVENTS_AFTER: Final = (
     (_EVENTS_AFTER % ("$1", "$2", "$3")).encode(),
 )
 
+
+#: A page's StoredRow with its Position and RowFields, in one call.
+_page_row: Final = flat_builder(StoredRow, position=Position, fields=RowFields)
 
 #: Rows one search page hands to the matcher (every row is a candidate here).
 SEARCH_PAGE_ROWS: Final = 500
@@ -683,20 +684,29 @@ class PostgresStore:
         the newest event, returned as the page's fence), at most ``limit`` of them."""
         fence, rows = await self._page(session_id, through, after, limit, include_internal)
         path = self.path
-        decoded = []
-        for r in rows[:limit]:
-            # The schema fixes every column's type (bigint, text, boolean; NOT NULL where
-            # SQLite takes anything): built without re-checking; the calls' JSON is
-            # checked, the message when decoded.
-            _, sequence, index, turn_id, role, internal, name, call_id, body, thinking = r[:10]
-            calls = () if r[10] is None else _calls(r[10], path, session_id, "rows.tool_calls")
-            decoded.append(
-                _stored_row(
-                    _position(sequence, index),
+        decoded: list[StoredRow] = []
+        append = decoded.append
+        # The schema fixes every column's type (bigint, text, boolean; NOT NULL where
+        # SQLite takes anything): built without re-checking; the calls' JSON is checked,
+        # the message when decoded.
+        for row in rows[:limit]:
+            _, sequence, index, turn_id, role, internal, name, call_id, body, thinking = row[:10]
+            calls = row[10]
+            if calls is not None:
+                calls = _calls(calls, path, session_id, _calls_field(row))
+            append(
+                _page_row(
+                    sequence,
+                    index,
                     turn_id,
-                    _row_fields(role, body, thinking, name, call_id, internal),
-                    calls,
-                    r[11],
+                    role,
+                    body,
+                    thinking,
+                    name,
+                    call_id,
+                    internal,
+                    calls or (),
+                    row[11],
                 )
             )
         more = len(rows) > limit
@@ -719,11 +729,25 @@ class PostgresStore:
         fence, rows = await self._page(session_id, through, after, limit, include_internal)
         path = self.path
         built = []
-        for r in rows[:limit]:
-            _, sequence, index, turn_id, role, internal, name, call_id, body, thinking = r[:10]
-            calls = () if r[10] is None else _calls(r[10], path, session_id, "rows.tool_calls")
-            row = (sequence, index, turn_id, role, body, thinking, calls, call_id, name, internal)
-            built.append(build(*row))
+        for row in rows[:limit]:
+            _, sequence, index, turn_id, role, internal, name, call_id, body, thinking = row[:10]
+            calls = row[10]
+            if calls is not None:
+                calls = _calls(calls, path, session_id, _calls_field(row))
+            built.append(
+                build(
+                    sequence,
+                    index,
+                    turn_id,
+                    role,
+                    body,
+                    thinking,
+                    calls or (),
+                    call_id,
+                    name,
+                    internal,
+                )
+            )
         return fence, built, len(rows) > limit
 
     async def search_candidates(
@@ -789,7 +813,8 @@ class PostgresStore:
         # The schema fixes every column's type (text, bigint, boolean; NOT NULL where
         # SQLite would take anything), so only the JSON of the calls needs a check here;
         # the message is checked when decoded.
-        calls = () if r[9] is None else _calls(r[9], self.path, session_id, "rows.tool_calls")
+        field = f"rows[{r[0]},{r[1]}].tool_calls"
+        calls = () if r[9] is None else _calls(r[9], self.path, session_id, field)
         return StoredRow(
             Position(r[0], r[1]), r[2], RowFields(r[3], r[7], r[8], r[5], r[6], r[4]), calls, r[10]
         )
@@ -952,6 +977,11 @@ class PostgresStore:
                     nursery.cancel_scope.cancel()
         except psycopg.Error as exc:
             raise StoreError(f"store {self.path}: {_describe(exc)}") from exc
+
+
+def _calls_field(row: Any) -> str:
+    """The field a page row's tool calls are named by in a :class:`StoreCorrupt`."""
+    return f"rows[{row[1]},{row[2]}].tool_calls"
 
 
 def _close_db(db: _Db) -> None:
