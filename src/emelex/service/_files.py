@@ -37,8 +37,8 @@ from emelex.service._errors import InvalidWorkspacePath
 from emelex.service._files_access import (
     CONTROL_NAMES,
     FileAuthority,
-    exact_names,
     identity_text,
+    list_names,
     open_directory,
     os_failure,
     shown,
@@ -105,10 +105,9 @@ def scan_names(
     """The visible child names of the open directory ``fd``, sorted bytewise. (The
     Host's private directories are dropped when a page ``lstat``-s them.)"""
     try:
-        listed = os.listdir(fd)
+        names = list_names(fd)
     except OSError as exc:
         raise os_failure(exc, shown(b"/".join(parts))) from exc
-    names = exact_names(listed)
     if authority.hidden:
         names = [raw for raw in names if not authority.excluded((*parts, raw))]
     names.sort()
@@ -158,29 +157,34 @@ def _within_budget(names: list[bytes], start: int, prefix: int, used: int) -> li
     return batch
 
 
-def _lstat_all(fd: int, batch: list[bytes], prefix: bytes) -> list[os.stat_result | None]:
-    """``lstat`` of each name below ``fd``; ``None`` for a name removed meanwhile."""
-    try:
-        return [lstat(name, dir_fd=fd, follow_symlinks=False) for name in batch]
-    except OSError:
-        pass  # one of them failed: find out which, one at a time
-    found: list[os.stat_result | None] = []
-    for name in batch:
-        try:
-            found.append(lstat(name, dir_fd=fd, follow_symlinks=False))
-        except FileNotFoundError:
-            found.append(None)
-        except OSError as exc:
-            raise os_failure(exc, shown(prefix + name)) from exc
-    return found
-
-
-def _is_private_dir(child: os.stat_result, private: frozenset[tuple[int, int]]) -> bool:
-    return S_ISDIR(child.st_mode) and (child.st_dev, child.st_ino) in private
-
-
 #: An entry before it becomes a contract object: Base64 path, kind, size, modified_ms.
 RawEntry = tuple[str, FileKind, int | None, int | None]
+
+
+def _read_entries(
+    fd: int, batch: list[bytes], prefix: bytes, private: frozenset[tuple[int, int]]
+) -> list[RawEntry]:
+    """One pass over ``batch``: ``lstat`` each name below ``fd`` and keep it as a
+    :data:`RawEntry`, leaving out names removed meanwhile and the Host's private
+    directories."""
+    entries: list[RawEntry] = []
+    append = entries.append
+    for name in batch:
+        try:
+            child = lstat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            continue  # removed since the scan
+        except OSError as exc:
+            raise os_failure(exc, shown(prefix + name)) from exc
+        mode = child.st_mode
+        encoded = b2a_base64(prefix + name, newline=False).decode("ascii")
+        if S_ISREG(mode):
+            append((encoded, "file", child.st_size, child.st_mtime_ns // 1_000_000))
+        elif not S_ISDIR(mode):
+            append((encoded, _kind(mode), None, None))
+        elif not private or (child.st_dev, child.st_ino) not in private:
+            append((encoded, "directory", None, None))
+    return entries
 
 
 @attrs.frozen
@@ -196,7 +200,7 @@ class RawPage:
 
     def build(self, session_id: str, path: WorkspacePath | None) -> FilesPage:
         """The contract page (on the caller's thread: about a microsecond an entry)."""
-        entries = tuple(map(_entry, self.entries))
+        entries = _entries(self.entries)
         return trusted(
             FilesPage,
             session_id=session_id,
@@ -207,23 +211,19 @@ class RawPage:
         )
 
 
-def _raw(encoded: str, child: os.stat_result) -> RawEntry:
-    mode = child.st_mode
-    if S_ISREG(mode):
-        return (encoded, "file", child.st_size, child.st_mtime_ns // 1_000_000)
-    return (encoded, _kind(mode), None, None)
-
-
-def _entry(raw: RawEntry) -> FileEntry:
-    encoded, kind, size, modified = raw
-    path = _new(WorkspacePath)
-    _set_bytes(path, encoded)
-    entry = _new(FileEntry)
-    _set_path(entry, path)
-    _set_kind(entry, kind)
-    _set_size(entry, size)
-    _set_modified(entry, modified)
-    return entry
+def _entries(raws: list[RawEntry]) -> tuple[FileEntry, ...]:
+    built: list[FileEntry] = []
+    append = built.append
+    for encoded, kind, size, modified in raws:  # inlined: no call per entry
+        path = _new(WorkspacePath)
+        _set_bytes(path, encoded)
+        entry = _new(FileEntry)
+        _set_path(entry, path)
+        _set_kind(entry, kind)
+        _set_size(entry, size)
+        _set_modified(entry, modified)
+        append(entry)
+    return tuple(built)
 
 
 def list_pages(
@@ -262,12 +262,7 @@ def list_pages(
             while not entries and index < len(names):  # a page of vanished names: go on
                 batch = _within_budget(names, index, len(prefix), base)
                 index += len(batch)
-                stats = _lstat_all(fd, batch, prefix)
-                entries = [
-                    _raw(b2a_base64(prefix + name, newline=False).decode("ascii"), child)
-                    for name, child in zip(batch, stats, strict=True)
-                    if child is not None and not (private and _is_private_dir(child, private))
-                ]
+                entries = _read_entries(fd, batch, prefix, private)
                 # An upper bound of the entries' Base64 paths (one pass in C over the names).
                 paths = len(prefix) * len(batch) + sum(map(len, batch))
                 used += 4 * paths // 3 + (ENTRY_OVERHEAD + 4) * len(batch)

@@ -75,6 +75,27 @@ def exact_names(names: list[str]) -> list[bytes]:
     return [exact_name(name) for name in names]
 
 
+#: This process's open descriptors as paths (Linux): a directory listed through one of
+#: them gives its names as exact bytes, with no decoding to text and back.
+_OWN_FDS: Final = "/proc/self/fd"
+_BY_PROC = os.path.isdir(_OWN_FDS)
+
+
+def list_names(fd: int) -> list[bytes]:
+    """The exact names in the open directory ``fd`` (unsorted).
+
+    Listing ``/proc/self/fd/N`` opens the very directory ``fd`` refers to (the kernel
+    follows the descriptor, never a pathname), so it is the same listing, read as bytes.
+    If that fails for any reason (no ``/proc``, the directory's permissions changed
+    since ``fd`` was opened), ``fd`` itself is listed."""
+    if _BY_PROC:
+        try:
+            return os.listdir(f"{_OWN_FDS}/{fd}".encode())
+        except OSError:
+            pass  # the descriptor itself decides
+    return exact_names(os.listdir(fd))
+
+
 def shown(raw: bytes) -> str:
     """A path for messages (undecodable bytes escaped, never the wire form)."""
     return raw.decode("utf-8", "backslashreplace") or "."
@@ -232,6 +253,7 @@ __all__ = [
     "exact_name",
     "exact_names",
     "identity_text",
+    "list_names",
     "open_directory",
     "os_failure",
     "shown",
