@@ -136,7 +136,7 @@ _set_path = FileEntry.__dict__["path"].__set__
 _set_kind = FileEntry.__dict__["kind"].__set__
 _set_size = FileEntry.__dict__["size"].__set__
 _set_modified = FileEntry.__dict__["modified_ms"].__set__
-lstat = os.stat
+lstat = os.lstat
 b2a_base64 = binascii.b2a_base64
 S_ISDIR = stat.S_ISDIR
 S_ISREG = stat.S_ISREG
@@ -157,44 +157,61 @@ def _within_budget(names: list[bytes], start: int, prefix: int, used: int) -> li
     return batch
 
 
-#: An entry before it becomes a contract object: Base64 path, kind, size, modified_ms.
-RawEntry = tuple[str, FileKind, int | None, int | None]
+@attrs.define
+class RawEntries:
+    """A page's entries as they were read: Base64 paths, kinds, sizes, modification
+    times, one list each (four containers a page instead of one tuple an entry)."""
+
+    paths: list[str] = attrs.Factory(list)
+    kinds: list[FileKind] = attrs.Factory(list)
+    sizes: list[int | None] = attrs.Factory(list)
+    modified: list[int | None] = attrs.Factory(list)
 
 
 def _read_entries(
     fd: int, batch: list[bytes], prefix: bytes, private: frozenset[tuple[int, int]]
-) -> list[RawEntry]:
-    """One pass over ``batch``: ``lstat`` each name below ``fd`` and keep it as a
-    :data:`RawEntry`, leaving out names removed meanwhile and the Host's private
-    directories."""
-    entries: list[RawEntry] = []
-    append = entries.append
+) -> RawEntries:
+    """One pass over ``batch``: ``lstat`` each name below ``fd``, leaving out names
+    removed meanwhile and the Host's private directories."""
+    read = RawEntries()
+    path = read.paths.append
+    kind = read.kinds.append
+    size = read.sizes.append
+    modified = read.modified.append
     for name in batch:
         try:
-            child = lstat(name, dir_fd=fd, follow_symlinks=False)
+            child = lstat(name, dir_fd=fd)
         except FileNotFoundError:
             continue  # removed since the scan
         except OSError as exc:
             raise os_failure(exc, shown(prefix + name)) from exc
         mode = child.st_mode
-        encoded = b2a_base64(prefix + name, newline=False).decode("ascii")
         if S_ISREG(mode):
-            append((encoded, "file", child.st_size, child.st_mtime_ns // 1_000_000))
+            kind("file")
+            size(child.st_size)
+            modified(child.st_mtime_ns // 1_000_000)
         elif not S_ISDIR(mode):
-            append((encoded, _kind(mode), None, None))
+            kind(_kind(mode))
+            size(None)
+            modified(None)
         elif not private or (child.st_dev, child.st_ino) not in private:
-            append((encoded, "directory", None, None))
-    return entries
+            kind("directory")
+            size(None)
+            modified(None)
+        else:
+            continue
+        path(b2a_base64(prefix + name, newline=False).decode("ascii"))
+    return read
 
 
 @attrs.frozen
 class RawPage:
     """One page as the worker thread read it; :meth:`build` makes the contract object.
-    (Plain tuples until then: a batch of pages read ahead stays cheap to hold and
-    leaves the garbage collector little to trace.)"""
+    (Plain lists of strings and integers until then: a batch of pages read ahead stays
+    cheap to hold and leaves the garbage collector little to trace.)"""
 
     directory_identity: str
-    entries: list[RawEntry]
+    entries: RawEntries
     next_after: str | None  # the cursor leading past this page, if more may follow
     cost: int  # estimated wire bytes
 
@@ -211,10 +228,11 @@ class RawPage:
         )
 
 
-def _entries(raws: list[RawEntry]) -> tuple[FileEntry, ...]:
+def _entries(read: RawEntries) -> tuple[FileEntry, ...]:
     built: list[FileEntry] = []
     append = built.append
-    for encoded, kind, size, modified in raws:  # inlined: no call per entry
+    columns = zip(read.paths, read.kinds, read.sizes, read.modified, strict=True)
+    for encoded, kind, size, modified in columns:  # inlined: no call per entry
         path = _new(WorkspacePath)
         _set_bytes(path, encoded)
         entry = _new(FileEntry)
@@ -257,9 +275,9 @@ def list_pages(
         # A page repeats its own path and carries the cursor (as long as an entry's).
         base = 2 * ENTRY_OVERHEAD + 3 * len(base64.b64encode(prefix))
         while True:
-            entries: list[RawEntry] = []
+            entries = RawEntries()
             used = base
-            while not entries and index < len(names):  # a page of vanished names: go on
+            while not entries.paths and index < len(names):  # a page of vanished names: go on
                 batch = _within_budget(names, index, len(prefix), base)
                 index += len(batch)
                 entries = _read_entries(fd, batch, prefix, private)
@@ -267,7 +285,7 @@ def list_pages(
                 paths = len(prefix) * len(batch) + sum(map(len, batch))
                 used += 4 * paths // 3 + (ENTRY_OVERHEAD + 4) * len(batch)
             more = index < len(names)
-            found.append(RawPage(identity, entries, entries[-1][0] if more else None, used))
+            found.append(RawPage(identity, entries, entries.paths[-1] if more else None, used))
             spent += used
             if not more or len(found) >= pages or spent >= budget:
                 return found
@@ -289,4 +307,4 @@ def list_page(
 #: The names cache of every Host in the process (keys include each session's exclusions).
 NAMES: Final = NameCache()
 
-__all__ = ["NAMES", "NameCache", "RawEntry", "RawPage", "list_page", "list_pages", "scan_names"]
+__all__ = ["NAMES", "NameCache", "RawEntries", "RawPage", "list_page", "list_pages", "scan_names"]
