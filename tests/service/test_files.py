@@ -266,6 +266,18 @@ def test_names_are_listed_from_the_descriptor_as_exact_bytes(
         os.close(fd)
 
 
+def test_a_directory_is_filtered_as_each_name_would_be(tmp_path: Path) -> None:
+    names = [b".git", b".emelex", b"a.env", b"b.txt", BAD_NAME, b"keep", b"secrets", b"x.env.txt"]
+    for hidden in ((), ("*.env",), ("/deep/keep", "secrets", "*.txt")):
+        authority = session_authority(str(tmp_path), hidden, tmp_path / "none")
+        for parts in ((b"deep",), (b"deep", b"er"), (BAD_NAME,)):
+            one_by_one = [name for name in names if not authority.excluded((*parts, name))]
+            assert authority.visible(parts, names) == one_by_one
+    # The last policy: "*.txt" anywhere (the non-UTF-8 name too), "keep" only in /deep.
+    assert authority.visible((b"deep",), names) == [b"a.env"]
+    assert authority.visible((b"other",), names) == [b"a.env", b"keep"]
+
+
 def test_os_errors_map_to_typed_failures() -> None:
     import errno
 

@@ -109,7 +109,7 @@ def scan_names(
     except OSError as exc:
         raise os_failure(exc, shown(b"/".join(parts))) from exc
     if authority.hidden:
-        names = [raw for raw in names if not authority.excluded((*parts, raw))]
+        names = authority.visible(parts, names)
     names.sort()
     for control in CONTROL_NAMES:  # a sorted list: find the few control names directly
         at = bisect.bisect_left(names, control)

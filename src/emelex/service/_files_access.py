@@ -155,6 +155,21 @@ class FileAuthority:
             return False
         return self.hidden.hides_last(tuple(os.fsdecode(part) for part in parts))
 
+    def visible(self, parts: tuple[bytes, ...], names: list[bytes]) -> list[bytes]:
+        """The names of ``names`` (children of the visible directory ``parts``) that
+        are listed: :meth:`excluded` of each, with the parent's components decoded once
+        for the whole directory instead of once a name."""
+        if not self.hidden:
+            return [name for name in names if name not in CONTROL_NAMES]
+        parents = tuple(os.fsdecode(part) for part in parts)
+        hides_last = self.hidden.hides_last
+        decode = os.fsdecode
+        return [
+            name
+            for name in names
+            if name not in CONTROL_NAMES and not hides_last((*parents, decode(name)))
+        ]
+
     def is_private(self, info: os.stat_result) -> bool:
         return (info.st_dev, info.st_ino) in self.private
 
