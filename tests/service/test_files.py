@@ -31,9 +31,10 @@ from emelex.service import (
     UnrepresentableName,
     WorkspacePathNotFound,
     WorkspaceUnavailable,
+    _files_access,
 )
 from emelex.service._files import NameCache, list_page
-from emelex.service._files_access import exact_name, os_failure
+from emelex.service._files_access import exact_name, list_names, os_failure
 from emelex.service._files_host import session_authority
 from tests.service.files_support import files_session, list_all, names
 
@@ -242,6 +243,39 @@ def test_names_the_platform_cannot_give_back_exactly_fail_explicitly() -> None:
     assert exact_name(os.fsdecode(BAD_NAME)) == BAD_NAME
     with pytest.raises(UnrepresentableName):
         exact_name("lone-\ud800-surrogate")  # not a surrogate-escaped byte
+
+
+@pytest.mark.parametrize("by_proc", [True, False], ids=["proc", "descriptor"])
+def test_names_are_listed_from_the_descriptor_as_exact_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, by_proc: bool
+) -> None:
+    # Both ways (through /proc/self/fd, or the descriptor itself when /proc is missing)
+    # list the directory the descriptor holds, even after its path names another one.
+    monkeypatch.setattr(_files_access, "_BY_PROC", by_proc and _files_access._BY_PROC)
+    listed = tmp_path / "listed"
+    listed.mkdir()
+    for name in (BAD_NAME, b"plain", "caf\u00e9".encode()):
+        open(os.path.join(os.fsencode(listed), name), "wb").close()
+    fd = os.open(listed, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        listed.rename(tmp_path / "moved")
+        listed.mkdir()
+        (listed / "impostor").write_bytes(b"")
+        assert sorted(list_names(fd)) == sorted([BAD_NAME, b"plain", "caf\u00e9".encode()])
+    finally:
+        os.close(fd)
+
+
+def test_a_directory_is_filtered_as_each_name_would_be(tmp_path: Path) -> None:
+    names = [b".git", b".emelex", b"a.env", b"b.txt", BAD_NAME, b"keep", b"secrets", b"x.env.txt"]
+    for hidden in ((), ("*.env",), ("/deep/keep", "secrets", "*.txt")):
+        authority = session_authority(str(tmp_path), hidden, tmp_path / "none")
+        for parts in ((b"deep",), (b"deep", b"er"), (BAD_NAME,)):
+            one_by_one = [name for name in names if not authority.excluded((*parts, name))]
+            assert authority.visible(parts, names) == one_by_one
+    # The last policy: "*.txt" anywhere (the non-UTF-8 name too), "keep" only in /deep.
+    assert authority.visible((b"deep",), names) == [b"a.env"]
+    assert authority.visible((b"other",), names) == [b"a.env", b"keep"]
 
 
 def test_os_errors_map_to_typed_failures() -> None:

@@ -89,8 +89,8 @@ async def test_batches_grow_to_the_bound_and_stop_at_the_byte_budget(tmp_path: P
     assert len(found) == 70 and found[-1].next_after is None
     # Cursor continuity: each page resumes after the last entry of the one before.
     for before, page in itertools.pairwise(found):
-        assert before.next_after == before.entries[-1][0]
-        assert b64decode(page.entries[0][0]) > b64decode(before.entries[-1][0])
+        assert before.next_after == before.entries.paths[-1]
+        assert b64decode(page.entries.paths[0]) > b64decode(before.entries.paths[-1])
     assert len(list_pages(authority, NameCache(), path, None, 70, 1)) == 1
     budget = found[0].cost * 3
     assert len(list_pages(authority, NameCache(), path, None, 70, budget)) == 3

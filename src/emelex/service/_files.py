@@ -37,8 +37,8 @@ from emelex.service._errors import InvalidWorkspacePath
 from emelex.service._files_access import (
     CONTROL_NAMES,
     FileAuthority,
-    exact_names,
     identity_text,
+    list_names,
     open_directory,
     os_failure,
     shown,
@@ -105,12 +105,11 @@ def scan_names(
     """The visible child names of the open directory ``fd``, sorted bytewise. (The
     Host's private directories are dropped when a page ``lstat``-s them.)"""
     try:
-        listed = os.listdir(fd)
+        names = list_names(fd)
     except OSError as exc:
         raise os_failure(exc, shown(b"/".join(parts))) from exc
-    names = exact_names(listed)
     if authority.hidden:
-        names = [raw for raw in names if not authority.excluded((*parts, raw))]
+        names = authority.visible(parts, names)
     names.sort()
     for control in CONTROL_NAMES:  # a sorted list: find the few control names directly
         at = bisect.bisect_left(names, control)
@@ -137,7 +136,7 @@ _set_path = FileEntry.__dict__["path"].__set__
 _set_kind = FileEntry.__dict__["kind"].__set__
 _set_size = FileEntry.__dict__["size"].__set__
 _set_modified = FileEntry.__dict__["modified_ms"].__set__
-lstat = os.stat
+lstat = os.lstat
 b2a_base64 = binascii.b2a_base64
 S_ISDIR = stat.S_ISDIR
 S_ISREG = stat.S_ISREG
@@ -158,45 +157,67 @@ def _within_budget(names: list[bytes], start: int, prefix: int, used: int) -> li
     return batch
 
 
-def _lstat_all(fd: int, batch: list[bytes], prefix: bytes) -> list[os.stat_result | None]:
-    """``lstat`` of each name below ``fd``; ``None`` for a name removed meanwhile."""
-    try:
-        return [lstat(name, dir_fd=fd, follow_symlinks=False) for name in batch]
-    except OSError:
-        pass  # one of them failed: find out which, one at a time
-    found: list[os.stat_result | None] = []
+@attrs.define
+class RawEntries:
+    """A page's entries as they were read: Base64 paths, kinds, sizes, modification
+    times, one list each (four containers a page instead of one tuple an entry)."""
+
+    paths: list[str] = attrs.Factory(list)
+    kinds: list[FileKind] = attrs.Factory(list)
+    sizes: list[int | None] = attrs.Factory(list)
+    modified: list[int | None] = attrs.Factory(list)
+
+
+def _read_entries(
+    fd: int, batch: list[bytes], prefix: bytes, private: frozenset[tuple[int, int]]
+) -> RawEntries:
+    """One pass over ``batch``: ``lstat`` each name below ``fd``, leaving out names
+    removed meanwhile and the Host's private directories."""
+    read = RawEntries()
+    path = read.paths.append
+    kind = read.kinds.append
+    size = read.sizes.append
+    modified = read.modified.append
     for name in batch:
         try:
-            found.append(lstat(name, dir_fd=fd, follow_symlinks=False))
+            child = lstat(name, dir_fd=fd)
         except FileNotFoundError:
-            found.append(None)
+            continue  # removed since the scan
         except OSError as exc:
             raise os_failure(exc, shown(prefix + name)) from exc
-    return found
-
-
-def _is_private_dir(child: os.stat_result, private: frozenset[tuple[int, int]]) -> bool:
-    return S_ISDIR(child.st_mode) and (child.st_dev, child.st_ino) in private
-
-
-#: An entry before it becomes a contract object: Base64 path, kind, size, modified_ms.
-RawEntry = tuple[str, FileKind, int | None, int | None]
+        mode = child.st_mode
+        if S_ISREG(mode):
+            kind("file")
+            size(child.st_size)
+            modified(child.st_mtime_ns // 1_000_000)
+        elif not S_ISDIR(mode):
+            kind(_kind(mode))
+            size(None)
+            modified(None)
+        elif not private or (child.st_dev, child.st_ino) not in private:
+            kind("directory")
+            size(None)
+            modified(None)
+        else:
+            continue
+        path(b2a_base64(prefix + name, newline=False).decode("ascii"))
+    return read
 
 
 @attrs.frozen
 class RawPage:
     """One page as the worker thread read it; :meth:`build` makes the contract object.
-    (Plain tuples until then: a batch of pages read ahead stays cheap to hold and
-    leaves the garbage collector little to trace.)"""
+    (Plain lists of strings and integers until then: a batch of pages read ahead stays
+    cheap to hold and leaves the garbage collector little to trace.)"""
 
     directory_identity: str
-    entries: list[RawEntry]
+    entries: RawEntries
     next_after: str | None  # the cursor leading past this page, if more may follow
     cost: int  # estimated wire bytes
 
     def build(self, session_id: str, path: WorkspacePath | None) -> FilesPage:
         """The contract page (on the caller's thread: about a microsecond an entry)."""
-        entries = tuple(map(_entry, self.entries))
+        entries = _entries(self.entries)
         return trusted(
             FilesPage,
             session_id=session_id,
@@ -207,23 +228,20 @@ class RawPage:
         )
 
 
-def _raw(encoded: str, child: os.stat_result) -> RawEntry:
-    mode = child.st_mode
-    if S_ISREG(mode):
-        return (encoded, "file", child.st_size, child.st_mtime_ns // 1_000_000)
-    return (encoded, _kind(mode), None, None)
-
-
-def _entry(raw: RawEntry) -> FileEntry:
-    encoded, kind, size, modified = raw
-    path = _new(WorkspacePath)
-    _set_bytes(path, encoded)
-    entry = _new(FileEntry)
-    _set_path(entry, path)
-    _set_kind(entry, kind)
-    _set_size(entry, size)
-    _set_modified(entry, modified)
-    return entry
+def _entries(read: RawEntries) -> tuple[FileEntry, ...]:
+    built: list[FileEntry] = []
+    append = built.append
+    columns = zip(read.paths, read.kinds, read.sizes, read.modified, strict=True)
+    for encoded, kind, size, modified in columns:  # inlined: no call per entry
+        path = _new(WorkspacePath)
+        _set_bytes(path, encoded)
+        entry = _new(FileEntry)
+        _set_path(entry, path)
+        _set_kind(entry, kind)
+        _set_size(entry, size)
+        _set_modified(entry, modified)
+        append(entry)
+    return tuple(built)
 
 
 def list_pages(
@@ -257,22 +275,17 @@ def list_pages(
         # A page repeats its own path and carries the cursor (as long as an entry's).
         base = 2 * ENTRY_OVERHEAD + 3 * len(base64.b64encode(prefix))
         while True:
-            entries: list[RawEntry] = []
+            entries = RawEntries()
             used = base
-            while not entries and index < len(names):  # a page of vanished names: go on
+            while not entries.paths and index < len(names):  # a page of vanished names: go on
                 batch = _within_budget(names, index, len(prefix), base)
                 index += len(batch)
-                stats = _lstat_all(fd, batch, prefix)
-                entries = [
-                    _raw(b2a_base64(prefix + name, newline=False).decode("ascii"), child)
-                    for name, child in zip(batch, stats, strict=True)
-                    if child is not None and not (private and _is_private_dir(child, private))
-                ]
+                entries = _read_entries(fd, batch, prefix, private)
                 # An upper bound of the entries' Base64 paths (one pass in C over the names).
                 paths = len(prefix) * len(batch) + sum(map(len, batch))
                 used += 4 * paths // 3 + (ENTRY_OVERHEAD + 4) * len(batch)
             more = index < len(names)
-            found.append(RawPage(identity, entries, entries[-1][0] if more else None, used))
+            found.append(RawPage(identity, entries, entries.paths[-1] if more else None, used))
             spent += used
             if not more or len(found) >= pages or spent >= budget:
                 return found
@@ -294,4 +307,4 @@ def list_page(
 #: The names cache of every Host in the process (keys include each session's exclusions).
 NAMES: Final = NameCache()
 
-__all__ = ["NAMES", "NameCache", "RawEntry", "RawPage", "list_page", "list_pages", "scan_names"]
+__all__ = ["NAMES", "NameCache", "RawEntries", "RawPage", "list_page", "list_pages", "scan_names"]

@@ -75,6 +75,27 @@ def exact_names(names: list[str]) -> list[bytes]:
     return [exact_name(name) for name in names]
 
 
+#: This process's open descriptors as paths (Linux): a directory listed through one of
+#: them gives its names as exact bytes, with no decoding to text and back.
+_OWN_FDS: Final = "/proc/self/fd"
+_BY_PROC = os.path.isdir(_OWN_FDS)
+
+
+def list_names(fd: int) -> list[bytes]:
+    """The exact names in the open directory ``fd`` (unsorted).
+
+    Listing ``/proc/self/fd/N`` opens the very directory ``fd`` refers to (the kernel
+    follows the descriptor, never a pathname), so it is the same listing, read as bytes.
+    If that fails for any reason (no ``/proc``, the directory's permissions changed
+    since ``fd`` was opened), ``fd`` itself is listed."""
+    if _BY_PROC:
+        try:
+            return os.listdir(f"{_OWN_FDS}/{fd}".encode())
+        except OSError:
+            pass  # the descriptor itself decides
+    return exact_names(os.listdir(fd))
+
+
 def shown(raw: bytes) -> str:
     """A path for messages (undecodable bytes escaped, never the wire form)."""
     return raw.decode("utf-8", "backslashreplace") or "."
@@ -133,6 +154,21 @@ class FileAuthority:
         if not self.hidden:
             return False
         return self.hidden.hides_last(tuple(os.fsdecode(part) for part in parts))
+
+    def visible(self, parts: tuple[bytes, ...], names: list[bytes]) -> list[bytes]:
+        """The names of ``names`` (children of the visible directory ``parts``) that
+        are listed: :meth:`excluded` of each, with the parent's components decoded once
+        for the whole directory instead of once a name."""
+        if not self.hidden:
+            return [name for name in names if name not in CONTROL_NAMES]
+        parents = tuple(os.fsdecode(part) for part in parts)
+        hides_last = self.hidden.hides_last
+        decode = os.fsdecode
+        return [
+            name
+            for name in names
+            if name not in CONTROL_NAMES and not hides_last((*parents, decode(name)))
+        ]
 
     def is_private(self, info: os.stat_result) -> bool:
         return (info.st_dev, info.st_ino) in self.private
@@ -232,6 +268,7 @@ __all__ = [
     "exact_name",
     "exact_names",
     "identity_text",
+    "list_names",
     "open_directory",
     "os_failure",
     "shown",

@@ -14,7 +14,7 @@ batch read: the same directory identity, the same cursor continuity, entries
 restarts without a cursor, which reads fresh and drops the listing's waiting pages.
 
 The cache belongs to one Host and is used only from its Trio thread (no lock); its
-lifetimes follow the Trio clock. Pages wait as plain tuples (see ``RawPage``) and become
+lifetimes follow the Trio clock. Pages wait as plain lists (see ``RawPage``) and become
 contract objects when served.
 """
 
