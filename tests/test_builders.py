@@ -68,9 +68,15 @@ def test_classes_without_a_weakref_slot_are_built_through_a_twin() -> None:
     assert (built.left, other.left, other.right) == (3, 5, "x")
 
 
+@attrs.frozen
+class _WithWeakref:
+    number: int
+
+
 def test_other_layouts_use_the_slot_descriptors() -> None:
     """A __weakref__ slot or inherited slots: no twin fits, the values are the same."""
-    assert "_twin" not in positional_builder(HistoryRow).__globals__
+    assert "_twin" not in positional_builder(_WithWeakref).__globals__
+    assert "_twin" in positional_builder(HistoryRow).__globals__  # wire classes: no weakref
     build = positional_builder(_Triple)
     assert "_twin" not in build.__globals__
     built = build(1, "a", True)

@@ -429,7 +429,9 @@ def _make(cls: type[T], *, order: bool) -> type[T]:
             own_check(self)
 
     cls.__attrs_post_init__ = __attrs_post_init__  # type: ignore[attr-defined]
-    made = attrs.frozen(kw_only=True, order=order)(cls)
+    # No weakref slot: instances are then built through a plain twin (emelex._builders),
+    # which halves the cost of the history rows and hits the Host builds from its store.
+    made = attrs.frozen(kw_only=True, order=order, weakref_slot=False)(cls)
     attrs.resolve_types(made)  # type: ignore[type-var]
     WIRE_CLASSES[made.__name__] = made
     return made

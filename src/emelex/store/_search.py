@@ -104,7 +104,7 @@ THINKING: Final = "thinking"
 TOOL_ARGUMENTS: Final = "toolArguments"
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)  # fast builders (emelex._builders)
 class CandidateRow:
     """A row that may hold the query: its position and its searchable fields, in the
     order body, thinking (empty when it has none), each tool call's arguments."""
