@@ -8,6 +8,7 @@ from collections.abc import MutableMapping
 from typing import Any
 
 import trio
+import trio.testing
 
 from emelex.service._websocket import WebSocket
 from emelex.service._wsserver import is_websocket, read_head, serve_websocket
@@ -42,7 +43,9 @@ async def test_frames_larger_than_the_socket_buffer_arrive_whole_and_in_order() 
                 got = []
                 while (text := await client.receive_text()) is not None:
                     got.append(text)
-                    await trio.sleep(0.01)  # a slow reader: the server's writes must wait
+                    # A slow reader: the server fills the socket buffer and waits in its
+                    # write before each next read.
+                    await trio.testing.wait_all_tasks_blocked()
             finally:
                 await client.aclose()
     await server.aclose()
