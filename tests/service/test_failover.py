@@ -361,12 +361,13 @@ async def test_a_paused_holder_resumed_after_its_lease_moved_cannot_commit(
             events = await drained(store, session_id, seconds=60)
         finally:
             paused.process.send_signal(signal.SIGCONT)
-        # Resumed: its model ends the turn at once (its wait is over), and its commit,
-        # fenced by the old token, must fail.
+        # Resumed: either its commit, fenced by the old token, fails, or its next lease
+        # renewal finds the lease moved first and stops the turn; both say so.
+        stopped = (b"turn abandoned", b"its work stops here")
         with trio.move_on_after(30):
-            while b"turn abandoned" not in paused.stderr:  # noqa: ASYNC110
+            while not any(s in paused.stderr for s in stopped):  # noqa: ASYNC110
                 await trio.sleep(0.05)  # its log arrives on a pipe read by another task
-        assert b"turn abandoned" in paused.stderr, bytes(paused.stderr[-6000:]).decode()
+        assert any(s in paused.stderr for s in stopped), bytes(paused.stderr[-6000:]).decode()
         after = await log_of(store, session_id)
         assert after[len(events) :] == [] or all(
             e.kind not in ROW_KINDS for e in after[len(events) :]

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 
 from emelex.app import Agent
 from emelex.contracts import ContractError, PatchPage
@@ -255,6 +255,10 @@ async def test_an_older_store_gains_the_patches_table(tmp_path: Path) -> None:
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(first=edits, second=edits)
 def test_random_edits_round_trip_through_git_apply(first: list[Any], second: list[Any]) -> None:
+    # A link to its own name, later replaced by a directory: git apply cannot take git's
+    # own diff of that (it follows the link and fails with ELOOP), so the oracle cannot
+    # judge it (checked by hand: git fails on its own diff of that tree the same way).
+    assume(("link", "a.txt", b"a.txt") not in first + second)
     with tempfile.TemporaryDirectory() as scratch, pytest.MonkeyPatch.context() as patch:
         home = Path(scratch) / "home"
         home.mkdir()

@@ -297,6 +297,10 @@ class Cluster:
                 if kept:
                     self._expires[session_id] = asked + seconds
                 else:
+                    logger.warning(
+                        "the lease of session %s moved to another Host: its work stops here",
+                        session_id,
+                    )
                     self._lost(session_id)
                 return
             if self._leases.get(session_id) == lease:
