@@ -710,6 +710,7 @@ EXPECTED: dict[str, set[str]] = {
         "Lease",
         "LeaseLost",
         "CandidatePage",
+        "BodyHit",
         "CandidateRow",
         "MAX_PAGE_ROWS",
         "MODEL_COMPLETION",

@@ -14,7 +14,7 @@ import emelex.service._searching as searching
 from emelex import contracts
 from emelex.contracts import ContractLimitExceeded, find_matches
 from emelex.service._searching import match_rows
-from emelex.store import CandidateRow, Position
+from emelex.store import BodyHit, CandidateRow, Position
 
 # Word and non-word characters, case partners, the separators themselves.
 ALPHABET = "aAbß\u1e9e\u03c3\u03c2\u03a3\u0130i_1 .\x00\x01\u200d"
@@ -47,7 +47,7 @@ def per_field(
 
 
 def batched(
-    rows: list[CandidateRow], query: str, **options: bool
+    rows: list[CandidateRow] | list[CandidateRow | BodyHit], query: str, **options: bool
 ) -> tuple[list[Hit], tuple[int, int] | None]:
     hits, cut = match_rows(rows, query, **options)
     flat: list[Hit] = [
@@ -91,6 +91,39 @@ def test_the_hits_are_the_matches_of_every_field_up_to_the_page_limit(
         return
     with limits(limit):
         assert batched(rows, query, **options) == expected
+
+
+def as_body_hit(candidate: CandidateRow, query: str) -> CandidateRow | BodyHit:
+    """The ``BodyHit`` a spans scan gives for ``candidate`` (a body alone holding one
+    case-sensitive match), else the candidate itself."""
+    (_name, body), *others = candidate.fields
+    spans = find_matches(body, query, case_sensitive=True, whole_word=False)
+    if len(spans) != 1 or any(value for _name, value in others):
+        return candidate
+    position = candidate.position
+    return (position.source_sequence, position.item_index, *spans[0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    fields=st.lists(st.lists(st.text(ALPHABET, max_size=12), min_size=2, max_size=3), max_size=12),
+    query=st.text(ALPHABET, min_size=1, max_size=2),
+    limit=st.sampled_from([1, 2, 3, 10_000]),
+)
+def test_body_hits_count_as_the_hits_the_matcher_would_find(
+    fields: list[list[str]], query: str, limit: int
+) -> None:
+    rows = [row(number, *values) for number, values in enumerate(fields)]
+    mixed = [as_body_hit(candidate, query) for candidate in rows]
+    options = {"case_sensitive": True, "whole_word": False}
+    with limits(limit):
+        try:
+            expected = batched(rows, query, **options)
+        except ContractLimitExceeded:
+            with pytest.raises(ContractLimitExceeded):
+                batched(mixed, query, **options)
+            return
+        assert batched(mixed, query, **options) == expected
 
 
 def test_matches_never_reach_across_fields() -> None:

@@ -81,15 +81,28 @@ async def oracle(
 
 
 async def searched(
-    store: SqliteStore, query: str, through: int, *, case_sensitive: bool, whole_word: bool
+    store: SqliteStore,
+    query: str,
+    through: int,
+    *,
+    case_sensitive: bool,
+    whole_word: bool,
+    spans: bool = False,
 ) -> tuple[list[tuple[int, int, str, int, int]], int]:
-    """Every hit through candidate pages, and the number of pages."""
+    """Every hit through candidate pages, and the number of pages; with ``spans`` the
+    scan matches the rows it can itself (``BodyHit``), as the Host asks it to."""
     hits: list[tuple[int, int, str, int, int]] = []
     after = None
     pages = 0
     while True:
-        page = await store.search_candidates(
-            "s", query, case_sensitive=case_sensitive, through=through, after=after
+        page = await store.search_candidates_as(
+            "s",
+            query,
+            lambda page: page,
+            case_sensitive=case_sensitive,
+            through=through,
+            after=after,
+            spans=spans,
         )
         pages += 1
         assert page.through == through
@@ -209,6 +222,8 @@ def check_search_equals_oracle(
             assert found == expected
             if block == 1:
                 assert pages >= 1
+            if case_sensitive and not whole_word:
+                assert (await searched(store, query, fence, **options, spans=True))[0] == expected
 
     with small_blocks(block, scan=block * 2, candidates=3, misses=misses):
         trio.run(main)
@@ -221,13 +236,44 @@ async def test_a_page_ends_at_the_candidate_limit_and_resumes_after_it(tmp_path:
             rows = tuple(Message.user(f"needle {n}") for n in range(5))
             await store.append_events("s", [NewEvent("turn.input", "t", rows=rows)])
             first = await store.search_candidates("s", "needle", case_sensitive=True)
-            assert [r.position.item_index for r in first.rows] == [0, 1]
+            assert [r.position.item_index for r in first.candidate_rows()] == [0, 1]
             assert first.next_after == Position(1, 1)
             second = await store.search_candidates(
                 "s", "NEEDLE", case_sensitive=False, after=first.next_after
             )
-            assert [r.position.item_index for r in second.rows] == [2, 3]
-            assert second.rows[0].fields == (("body", "needle 2"), ("thinking", ""))
+            assert [r.position.item_index for r in second.candidate_rows()] == [2, 3]
+            assert second.candidate_rows()[0].fields == (("body", "needle 2"), ("thinking", ""))
+
+
+async def test_a_spans_scan_matches_common_rows_itself(tmp_path: Path) -> None:
+    """Body-only rows with one match come as ``BodyHit``s, at code point offsets on
+    either side of long non-ASCII text; a row with two matches, a row with thinking
+    and a match that only straddles into the next row are left to the matcher."""
+    filler = "é" * 40_000  # longer than a block: its row gets a block alone
+    bodies = [
+        f"{filler}needle ü",  # one match near the end: decoded from the end
+        f"ü needle {filler}",  # near the start: decoded from the start
+        "plain needle",  # ASCII: bytes are code points
+        "needle and needle",  # two matches: a candidate row
+        "ends with nee",  # "nee" + "dle ..." only straddles into the next row
+        "dle here",
+    ]
+    async with open_supervisor("t"), open_sqlite_store(str(tmp_path / "s.db")) as store:
+        await store.create_session("s", "{}")
+        rows = [Message.user(body) for body in bodies]
+        rows.append(Message("assistant", "a needle", reasoning="why"))
+        await store.append_events("s", [NewEvent("turn.input", "t", rows=tuple(rows))])
+        page = await store.search_candidates_as(
+            "s", "needle", lambda page: page, case_sensitive=True, spans=True
+        )
+    assert page.next_after is None
+    assert [row if isinstance(row, tuple) else row.position.item_index for row in page.rows] == [
+        (1, 0, 40_000, 40_006),
+        (1, 1, 2, 8),
+        (1, 2, 6, 12),
+        3,
+        6,
+    ]
 
 
 async def test_a_schema_2_store_gets_its_blocks_on_open(tmp_path: Path) -> None:
@@ -244,7 +290,7 @@ async def test_a_schema_2_store_gets_its_blocks_on_open(tmp_path: Path) -> None:
     async with open_supervisor("t"), open_sqlite_store(path) as store:
         page = await store.search_candidates("s", "straße", case_sensitive=False)
         assert (1, ("toolArguments", '{"text": "Straße"}')) in [
-            (r.position.item_index, r.fields[-1]) for r in page.rows
+            (r.position.item_index, r.fields[-1]) for r in page.candidate_rows()
         ]
         hits, _ = match_rows(page.rows, "straße", case_sensitive=False, whole_word=False)
         assert [(h.position.item_index, h.field, h.start) for h in hits] == [

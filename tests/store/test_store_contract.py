@@ -343,10 +343,11 @@ async def test_search_candidates_as_decides_on_a_worker_thread(backend: Backend)
         def decide(page: CandidatePage) -> tuple[Position, ...]:
             seen.append(threading.get_ident())
             assert page == plain
-            return tuple(row.position for row in page.rows)
+            return tuple(row.position for row in page.candidate_rows())
 
         found = await store.search_candidates_as("s1", "HELLO", decide, case_sensitive=False)
-        assert Position(3, 0) in found and found == tuple(r.position for r in plain.rows)
+        assert Position(3, 0) in found
+        assert found == tuple(r.position for r in plain.candidate_rows())
         assert seen and seen[0] != loop
 
         def refuse(page: CandidatePage) -> None:
@@ -370,7 +371,7 @@ async def test_a_schema_4_store_migrates_and_keeps_searching(backend: Backend) -
     async with backend.open() as store:
         await store.append_turn("s1", "t2", [Message("user", "hello again")])
         page = await store.search_candidates("s1", "hello", case_sensitive=True)
-        bodies = [row.fields[0][1] for row in page.rows]
+        bodies = [row.fields[0][1] for row in page.candidate_rows()]
         assert "hello" in bodies and "hello again" in bodies
     version = (
         "SELECT value FROM meta WHERE key='schema'"

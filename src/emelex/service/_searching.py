@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from emelex._builders import positional_builder
+from emelex._builders import flat_builder, positional_builder
 from emelex.contracts import (
     MAX_SEARCH_HITS,
     ContractLimitExceeded,
@@ -21,10 +21,13 @@ from emelex.contracts import (
     find_matches,
 )
 from emelex.service._rows import wire_position
-from emelex.store import CandidatePage, CandidateRow
-from emelex.store import Position as StorePosition
+from emelex.store import BodyHit, CandidatePage, CandidateRow
 
 _hit = positional_builder(SearchHit)
+_body_hit = flat_builder(SearchHit, position=Position)
+_position = positional_builder(Position)
+#: The field a hit in a row's body names (the store's and the wire's name alike).
+_BODY = "body"
 _page = positional_builder(SearchPage)
 
 
@@ -45,10 +48,12 @@ def search_page(
 
 
 def match_rows(
-    rows: Sequence[CandidateRow], query: str, *, case_sensitive: bool, whole_word: bool
+    rows: Sequence[CandidateRow | BodyHit], query: str, *, case_sensitive: bool, whole_word: bool
 ) -> tuple[list[SearchHit], Position | None]:
     """Every hit of ``query`` in ``rows``, in history order, each row's fields in the
-    order the store gives them (body, thinking, each tool call's arguments as JSON).
+    order the store gives them (body, thinking, each tool call's arguments as JSON). A
+    ``BodyHit`` is a row the store's scan matched itself (only a case-sensitive scan of
+    this same query, asked for spans, gives them): its one hit is taken as it is.
 
     A page holds at most ``MAX_SEARCH_HITS`` hits: when the next row's hits would pass
     that, the page ends before it and the second value is the last row included (the
@@ -56,22 +61,33 @@ def match_rows(
     ``ContractLimitExceeded``.
     """
     hits: list[SearchHit] = []
-    previous: StorePosition | None = None
+    previous: tuple[int, int] | None = None
     for row in rows:
+        if type(row) is tuple:
+            if len(hits) >= MAX_SEARCH_HITS:
+                assert previous is not None  # MAX_SEARCH_HITS is positive
+                return hits, _position(*previous)
+            sequence, index, start, end = row
+            hits.append(_body_hit(sequence, index, _BODY, start, end))
+            previous = (sequence, index)
+            continue
+        assert isinstance(row, CandidateRow)
         found: list[SearchHit] = []
         position = None
         for name, value in row.fields:
             if not value:
                 continue  # an empty field (most rows' thinking) holds no match
-            spans = find_matches(value, query, case_sensitive=case_sensitive, whole_word=whole_word)
-            if spans:
+            matched = find_matches(
+                value, query, case_sensitive=case_sensitive, whole_word=whole_word
+            )
+            if matched:
                 if position is None:
                     position = wire_position(row.position)
-                found += [_hit(position, name, start, end) for start, end in spans]
+                found += [_hit(position, name, start, end) for start, end in matched]
         if len(hits) + len(found) > MAX_SEARCH_HITS:
             if previous is None:
                 raise ContractLimitExceeded("search hits", MAX_SEARCH_HITS, len(found))
-            return hits, wire_position(previous)
+            return hits, _position(*previous)
         hits += found
-        previous = row.position
+        previous = (row.position.source_sequence, row.position.item_index)
     return hits, None

@@ -109,6 +109,7 @@ class Store(Protocol):
         case_sensitive: bool,
         through: int | None = None,
         after: Position | None = None,
+        spans: bool = False,
     ) -> R: ...
 
     async def last_sequence(self, session_id: str) -> int: ...

@@ -47,7 +47,7 @@ from typing import Any, Final
 import attrs
 
 from emelex._builders import positional_builder
-from emelex.contracts import fold_for, simple_casefold
+from emelex.contracts import MAX_FIELD_CHARS, fold_for, simple_casefold
 from emelex.store._log import Position
 from emelex.store._segment import Segment, _SegmentError, segment_of
 
@@ -113,14 +113,28 @@ class CandidateRow:
     fields: tuple[tuple[str, str], ...]
 
 
+#: A row whose one match a case-sensitive scan found itself (``spans=True``):
+#: ``(source_sequence, item_index, start, end)``, the match's code points in the row's
+#: body, its only searchable field. A plain tuple: a search builds one per hit.
+BodyHit = tuple[int, int, int, int]
+
+
 @attrs.frozen
 class CandidatePage:
     """A search page's candidates under the fence ``through``; ``next_after`` is the last
     row scanned while rows remain (None: the scan is finished)."""
 
     through: int
-    rows: tuple[CandidateRow, ...]
+    rows: tuple[CandidateRow | BodyHit, ...]
     next_after: Position | None
+
+    def candidate_rows(self) -> tuple[CandidateRow, ...]:
+        """The rows of a page scanned without ``spans``, all of them ``CandidateRow``s;
+        raises ``TypeError`` for a page that holds a ``BodyHit``."""
+        for row in self.rows:
+            if not isinstance(row, CandidateRow):
+                raise TypeError(f"the page holds a BodyHit: {row}")
+        return self.rows  # type: ignore[return-value]  # checked above
 
 
 def searchable(
@@ -319,8 +333,12 @@ def scan_blocks(
     case_sensitive: bool,
     through: int,
     after: Position,
+    spans: bool = False,
 ) -> CandidatePage:
-    """The rows after ``after`` and under the fence that may hold ``query``.
+    """The rows after ``after`` and under the fence that may hold ``query``; with
+    ``spans`` (case-sensitive only), a row whose body is its only searchable field and
+    holds exactly one match comes as a :data:`BodyHit`, and such a row where the needle
+    only straddles into the next row is left out.
 
     Scans whole blocks up to :data:`SCAN_BYTES_PER_PAGE` (a quarter of that when the
     blocks must be decoded and folded), and stops early after
@@ -341,14 +359,17 @@ def scan_blocks(
         (session_id, start[0], start[1], through),
     )
     try:
-        found, cursor = _Scan(query, case_sensitive, through, after).run(blocks, segment_of(db))
+        scan = _Scan(query, case_sensitive, through, after, spans=spans and case_sensitive)
+        found, cursor = scan.run(blocks, segment_of(db))
     finally:
         blocks.close()
     return CandidatePage(through=through, rows=tuple(found), next_after=cursor)
 
 
 class _Scan:
-    def __init__(self, query: str, case_sensitive: bool, through: int, after: Position) -> None:
+    def __init__(
+        self, query: str, case_sensitive: bool, through: int, after: Position, *, spans: bool
+    ) -> None:
         # A byte needle that must occur in the block's bytes (lowered for a
         # case-insensitive query); without one, the folded query must occur in the
         # folded (decoded) block.
@@ -357,13 +378,15 @@ class _Scan:
         # Only a case-insensitive scan folds (building the fold tables costs ~0.15 s of
         # CPU, once per process: a case-sensitive search must not pay it).
         self.folded = query if case_sensitive else simple_casefold(query)
+        self.spans = spans
+        self.length = len(query)
         self.through = through
         self.after = (after.source_sequence, after.item_index)
-        self.found: list[CandidateRow] = []
+        self.found: list[CandidateRow | BodyHit] = []
 
     def run(
         self, blocks: sqlite3.Cursor, segment: Segment | None
-    ) -> tuple[list[CandidateRow], Position | None]:
+    ) -> tuple[list[CandidateRow | BodyHit], Position | None]:
         scanned = 0
         budget = SCAN_BYTES_PER_PAGE if self.needle is not None else SCAN_BYTES_PER_PAGE // 4
         last: tuple[int, int] | None = None
@@ -387,11 +410,12 @@ class _Scan:
                         base = 0
                         haystack = text.lower()
                     found = self.needle.find(haystack, base, base + size)
-                    cut = (
-                        None
-                        if found < 0
-                        else self._bytes(_ints(rows), _ints(fields), text, haystack, base, found)
-                    )
+                    if found < 0:
+                        cut = None
+                    elif self.spans:
+                        cut = self._spans(_ints(rows), _ints(fields), text, base, found)
+                    else:
+                        cut = self._bytes(_ints(rows), _ints(fields), text, haystack, base, found)
                 else:
                     cut = self._folded(_ints(rows), _ints(fields), text[base : base + size])
             except (IndexError, ValueError) as exc:  # arrays that do not fit the text
@@ -453,6 +477,78 @@ class _Scan:
                     return _position(sequence, index)
             # One candidate per row is enough.
             found = needle.find(haystack, base + end, block_end)
+        return None
+
+    def _spans(
+        self, rows: array[int], fields: array[int], data: Haystack, base: int, found: int
+    ) -> Position | None:
+        """Candidates of a case-sensitive scan asked for spans (the needle is the query's
+        UTF-8). A row whose only searchable field is its body and that holds the needle
+        once becomes a :data:`BodyHit`, found in the block's bytes: UTF-8 keeps a match
+        of valid UTF-8 on code point boundaries, so the byte match is the text's match;
+        its offset counts bytes in an ASCII body (whose byte length is its length) and
+        the code points decoded before it otherwise. Other rows are candidates as in
+        ``_bytes``."""
+        # The tightest loop of a search: it runs for every row that holds the needle.
+        ends = rows[2::4]
+        count = len(ends)
+        block_end = base + ends[-1]
+        finder = self.needle
+        assert finder is not None
+        needle, anchor, offset = finder.needle, finder.anchor, finder.offset
+        size = len(needle)
+        length = self.length
+        through = self.through
+        after_sequence, after_index = self.after
+        found_rows = self.found
+        while found >= 0:
+            number = bisect_right(ends, found - base)
+            if number >= count:
+                break  # past the last row (a damaged block): nothing more to find
+            at = 4 * number
+            sequence = rows[at]
+            if sequence > through:
+                return None
+            index = rows[at + 1]
+            end = base + ends[number]
+            if sequence > after_sequence or (sequence == after_sequence and index > after_index):
+                if number:
+                    start, first = base + ends[number - 1], rows[at - 1]
+                else:
+                    start = base
+                    first = 0
+                last = rows[at + 3]
+                chars = fields[first]
+                if (
+                    last - first == 2
+                    and not fields[first + 1]
+                    and chars <= MAX_FIELD_CHARS
+                    and data.find(anchor, found + size + offset, end) < 0
+                ):
+                    # The common row, a body alone, with one match at most (no later
+                    # match without its rare byte). A match that starts in it but ends
+                    # past it straddles into the next row: none.
+                    if found + size <= end:
+                        hit = found - start
+                        if chars != end - start:  # not ASCII: count code points
+                            # On the shorter side of the match. A bad byte raises
+                            # UnicodeDecodeError (a ValueError): the caller maps it.
+                            if hit + hit < end - start:
+                                hit = len(data[start:found].decode("utf-8", "surrogatepass"))
+                            else:
+                                hit = chars - len(data[found:end].decode("utf-8", "surrogatepass"))
+                        found_rows.append((sequence, index, hit, hit + length))
+                else:
+                    text = data[start:end].decode("utf-8", "surrogatepass")
+                    found_rows.append(_candidate(sequence, index, fields, first, last, text))
+                if len(found_rows) >= CANDIDATES_PER_PAGE:
+                    return _position(sequence, index)
+            # The next row's match, by its rare byte (``ByteFinder.find``, inline).
+            found = data.find(anchor, end + offset, block_end) - offset
+            if found < end:
+                return None
+            if found + size > block_end or data.find(needle, found, found + size) != found:
+                found = finder.find(data, found + 1, block_end)
         return None
 
     def _folded(self, rows: array[int], fields: array[int], data: bytes) -> Position | None:

@@ -712,10 +712,13 @@ class SqliteStore:
         case_sensitive: bool,
         through: int | None = None,
         after: Position | None = None,
+        spans: bool = False,
     ) -> T:
         """``decide(page)`` for the page :meth:`search_candidates` returns, run on the
         same reader thread after the scan: one thread hop per page instead of two (under
-        load each hop waits for a CPU). ``decide`` must be bounded and thread-safe."""
+        load each hop waits for a CPU). ``decide`` must be bounded and thread-safe.
+        With ``spans`` (case-sensitive searches only), common rows come with the
+        query's ``body_spans`` (see ``CandidateRow``)."""
         start = after if after is not None else Position(0, -1)
 
         def scan(db: sqlite3.Connection) -> T:
@@ -728,7 +731,13 @@ class SqliteStore:
             fence = _count(newest, self.path, session_id, "sessions.last_sequence")
             try:
                 page = scan_blocks(
-                    db, session_id, query, case_sensitive=case_sensitive, through=fence, after=start
+                    db,
+                    session_id,
+                    query,
+                    case_sensitive=case_sensitive,
+                    through=fence,
+                    after=start,
+                    spans=spans,
                 )
             except _BadBlock as exc:
                 raise StoreCorrupt(

@@ -785,9 +785,12 @@ class PostgresStore:
         case_sensitive: bool,
         through: int | None = None,
         after: Position | None = None,
+        spans: bool = False,
     ) -> R:
         """``decide(page)`` for the page :meth:`search_candidates` returns, on a worker
-        thread (the same contract as the SQLite store's ``search_candidates_as``)."""
+        thread (the same contract as the SQLite store's ``search_candidates_as``).
+        ``spans`` is a hint this store does not take: its rows come without
+        ``body_spans``, which always leaves the matching to the Host."""
         page = await self.search_candidates(
             session_id, query, case_sensitive=case_sensitive, through=through, after=after
         )
