@@ -36,10 +36,19 @@ ALPHABET = "aAbsSßẞ\u017f\u03c3\u03c2\u03a3iI\u0130\u0131kK\u212aéE\u0301_1 
 
 @contextmanager
 def small_blocks(block: int, scan: int, candidates: int, misses: int = 16) -> Iterator[None]:
-    """Tiny blocks and pages, so a few rows span many of both."""
-    names = ("BLOCK_BYTES", "SCAN_BYTES_PER_PAGE", "CANDIDATES_PER_PAGE", "MAX_ANCHOR_MISSES")
+    """Tiny blocks and pages, so a few rows span many of both; closed blocks join up
+    to three blocks' bytes and five rows."""
+    names = (
+        "BLOCK_BYTES",
+        "SCAN_BYTES_PER_PAGE",
+        "CANDIDATES_PER_PAGE",
+        "MAX_ANCHOR_MISSES",
+        "CLOSED_BLOCK_BYTES",
+        "CLOSED_BLOCK_ROWS",
+    )
+    values = (block, scan, candidates, misses, 3 * block, 5)
     saved = [getattr(blocks, name) for name in names]
-    for name, value in zip(names, (block, scan, candidates, misses), strict=True):
+    for name, value in zip(names, values, strict=True):
         setattr(blocks, name, value)
     try:
         yield
@@ -430,6 +439,40 @@ def test_closed_blocks_keep_their_text_in_the_segment(tmp_path: Path) -> None:
     assert ends == sorted(ends)
     assert Path(path + "-search").stat().st_size == ends[-1]
     assert oct(Path(path + "-search").stat().st_mode & 0o777) == "0o600"
+
+
+def test_closed_blocks_join_while_they_lie_back_to_back(tmp_path: Path) -> None:
+    """A closed block joins the session's last closed block when its text lands right
+    after it and both fit the closed limits; another session's block in between, or
+    bytes no block names, keep them apart."""
+    path = str(tmp_path / "s.db")
+
+    async def append(session_id: str, texts: list[str]) -> None:
+        async with open_supervisor("t"), open_sqlite_store(path) as store:
+            if session_id not in [s.id for s in await store.list_sessions()]:
+                await store.create_session(session_id, "{}")
+            events = [NewEvent("turn.input", "t", rows=(Message.user(t),)) for t in texts]
+            await store.append_events(session_id, events)
+
+    with small_blocks(64, scan=256, candidates=7):
+        trio.run(append, "s", TEXTS[:20])
+        trio.run(append, "other", TEXTS[:10])  # its closed blocks land in between
+        found, expected = fill_and_search(path, TEXTS[20:], "needle")
+    assert found == expected and len(found) == len(TEXTS)
+    with sqlite3.connect(path) as db:
+        closed = db.execute(
+            "SELECT session_id, rows, segment_offset, segment_length FROM search_blocks"
+            " WHERE segment_offset IS NOT NULL ORDER BY session_id, first_sequence"
+        ).fetchall()
+    db.close()
+    mine = [(offset, length, len(rows) // 32) for sid, rows, offset, length in closed if sid == "s"]
+    # Up to three blocks' bytes and five rows each; some joined, and none across the
+    # other session's blocks.
+    assert all(length <= 3 * 64 and count <= 5 for _, length, count in mine)
+    assert any(length > 64 for _, length, _ in mine)
+    theirs = [(offset, offset + length) for sid, _, offset, length in closed if sid != "s"]
+    for offset, length, _ in mine:
+        assert not any(offset < end and start < offset + length for start, end in theirs)
 
 
 @pytest.mark.parametrize("damage", ["missing", "short", "empty"])

@@ -10,6 +10,7 @@ matcher itself.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 from emelex._builders import flat_builder, positional_builder
 from emelex.contracts import (
@@ -61,16 +62,13 @@ def match_rows(
     ``ContractLimitExceeded``.
     """
     hits: list[SearchHit] = []
-    previous: tuple[int, int] | None = None
-    for row in rows:
+    taken = 0  # rows before this one are in ``hits``
+    for number, row in enumerate(rows):
         if type(row) is tuple:
-            if len(hits) >= MAX_SEARCH_HITS:
-                assert previous is not None  # MAX_SEARCH_HITS is positive
-                return hits, _position(*previous)
-            sequence, index, start, end = row
-            hits.append(_body_hit(sequence, index, _BODY, start, end))
-            previous = (sequence, index)
-            continue
+            continue  # taken with the run of BodyHits it belongs to
+        cut = _take_body_hits(hits, rows, taken, number)
+        if cut is not None:
+            return hits, cut
         assert isinstance(row, CandidateRow)
         found: list[SearchHit] = []
         position = None
@@ -85,9 +83,33 @@ def match_rows(
                     position = wire_position(row.position)
                 found += [_hit(position, name, start, end) for start, end in matched]
         if len(hits) + len(found) > MAX_SEARCH_HITS:
-            if previous is None:
+            if number == 0:
                 raise ContractLimitExceeded("search hits", MAX_SEARCH_HITS, len(found))
-            return hits, _position(*previous)
+            return hits, _position_of(rows[number - 1])
         hits += found
-        previous = (row.position.source_sequence, row.position.item_index)
-    return hits, None
+        taken = number + 1
+    return hits, _take_body_hits(hits, rows, taken, len(rows))
+
+
+def _take_body_hits(
+    hits: list[SearchHit], rows: Sequence[CandidateRow | BodyHit], start: int, stop: int
+) -> Position | None:
+    """Add the hits of ``rows[start:stop]``, all BodyHits, as far as the page has room;
+    the page's cursor when it ends among them, else None."""
+    if start == stop:
+        return None
+    end = min(stop, start + MAX_SEARCH_HITS - len(hits))
+    run = cast("Sequence[BodyHit]", rows[start:end])
+    hits += [_body_hit(sequence, index, _BODY, first, last) for sequence, index, first, last in run]
+    if end < stop:
+        # A full page: it ends with the last row taken (a run starts after a row
+        # with hits, or the page's first row with room for a hit).
+        return _position_of(rows[end - 1])
+    return None
+
+
+def _position_of(row: CandidateRow | BodyHit) -> Position:
+    if type(row) is tuple:
+        return _position(row[0], row[1])
+    assert isinstance(row, CandidateRow)
+    return wire_position(row.position)

@@ -55,6 +55,12 @@ from emelex.store._segment import Segment, _SegmentError, segment_of
 SEGMENT_END_KEY: Final = "search_segment_end"
 #: A block is closed once it holds this many bytes (a longer row gets a block alone).
 BLOCK_BYTES: Final = 32 * 1024
+#: Closed blocks that lie back to back in the search segment join up to this many bytes
+#: of text and rows: a scan pays per block (a row of the table, its arrays, a call), so
+#: fewer, larger closed blocks scan faster, while the open block, rewritten by every
+#: append, stays small.
+CLOSED_BLOCK_BYTES: Final = 256 * 1024
+CLOSED_BLOCK_ROWS: Final = 4096
 #: Text scanned per search page, at most (whole blocks), when the query has a byte
 #: needle (about 30 ms of CPU); a query that folds decoded blocks scans a quarter.
 #: Fewer, larger pages: under load each page's thread hop waits for a CPU.
@@ -262,19 +268,60 @@ def append_to_blocks(
         block.rows = _ints(newest[2])
         block.fields = _ints(newest[3])
         block.text += newest[4]
+    previous: _Closed | None = None
+    looked = False
     for sequence, index, (lengths, fields) in entries:
         encoded = fields.encode("utf-8", "surrogatepass")
         if block.text and len(block.text) + len(encoded) > BLOCK_BYTES:
-            block.write(db, session_id, segment)
+            if segment is None:
+                block.write(db, session_id)
+            else:
+                if not looked:
+                    previous, looked = _last_closed(db, session_id, block), True
+                previous = block.close(db, session_id, segment, previous)
             block = _Block()
         if block.first is None:
             block.first = (sequence, index)
         block.text += encoded
         block.fields.extend(lengths)
         block.rows.extend((sequence, index, len(block.text), len(block.fields)))
-    block.write(db, session_id, None)
+    block.write(db, session_id)
     if segment is not None:
         segment.sync()
+
+
+@attrs.frozen
+class _Closed:
+    """A closed block as its last writer left it (what the next closed block may join)."""
+
+    first: tuple[int, int]
+    rows: array[int]
+    fields: array[int]
+    offset: int
+    length: int
+
+
+def _last_closed(db: sqlite3.Connection, session_id: str, block: _Block) -> _Closed | None:
+    """The session's block before ``block``, if it is closed and well formed."""
+    assert block.first is not None
+    found = db.execute(
+        "SELECT first_sequence, first_index, rows, fields, segment_offset, segment_length"
+        " FROM search_blocks WHERE session_id=? AND (first_sequence, first_index) < (?, ?)"
+        " ORDER BY first_sequence DESC, first_index DESC LIMIT 1",
+        (session_id, *block.first),
+    ).fetchone()
+    if found is None:
+        return None
+    first_sequence, first_index, rows, fields, offset, length = found
+    if type(offset) is not int or type(length) is not int:
+        return None  # its text is in SQLite
+    if type(rows) is not bytes or type(fields) is not bytes:
+        return None  # damaged: the scan says so; new blocks stay apart from it
+    try:
+        _check_shape(rows, fields, length)
+    except _BadBlock:
+        return None
+    return _Closed((first_sequence, first_index), _ints(rows), _ints(fields), offset, length)
 
 
 class _Block:
@@ -284,16 +331,80 @@ class _Block:
         self.fields = array("q")
         self.text = bytearray()
 
-    def write(self, db: sqlite3.Connection, session_id: str, segment: Segment | None) -> None:
-        """Store the block: its text in ``segment`` when given (a closed block), else
-        in SQLite."""
+    def write(self, db: sqlite3.Connection, session_id: str) -> None:
+        """Store the block with its text in SQLite (the open block, or any block of a
+        connection without a segment)."""
+        self._insert(db, session_id, bytes(self.text), None, None)
+
+    def close(
+        self,
+        db: sqlite3.Connection,
+        session_id: str,
+        segment: Segment,
+        previous: _Closed | None,
+    ) -> _Closed:
+        """Store the full block, its text in ``segment``. When it lands right after the
+        ``previous`` closed block, which has room, it joins it: one block, one row, one
+        array pair for the scan. Returns the session's last closed block."""
         assert self.first is not None
         text = bytes(self.text)
-        offset: int | None = None
-        length: int | None = None
-        if segment is not None:
-            offset, length = segment.append(text), len(text)
-            text = b""
+        offset = segment.append(text)
+        _segment_end(db, offset + len(text))
+        if (
+            previous is None
+            or previous.offset + previous.length != offset
+            or previous.length + len(text) > CLOSED_BLOCK_BYTES
+            or (len(previous.rows) + len(self.rows)) // 4 > CLOSED_BLOCK_ROWS
+        ):
+            self.write_closed(db, session_id, offset, len(text))
+            return _Closed(self.first, self.rows, self.fields, offset, len(text))
+        rows = array("q", self.rows)
+        text_before, fields_before = previous.length, previous.rows[-1]
+        for at in range(2, len(rows), 4):
+            rows[at] += text_before
+            rows[at + 1] += fields_before
+        joined = _Closed(
+            previous.first,
+            previous.rows + rows,
+            previous.fields + self.fields,
+            previous.offset,
+            previous.length + len(text),
+        )
+        # This block's rows may be stored as the open block (the one that just filled).
+        db.execute(
+            "DELETE FROM search_blocks WHERE session_id=? AND first_sequence=? AND first_index=?",
+            (session_id, *self.first),
+        )
+        db.execute(
+            "UPDATE search_blocks SET last_sequence=?, last_index=?, rows=?, fields=?,"
+            " segment_length=? WHERE session_id=? AND first_sequence=? AND first_index=?",
+            (
+                self.rows[-4],
+                self.rows[-3],
+                _blob(joined.rows),
+                _blob(joined.fields),
+                joined.length,
+                session_id,
+                *joined.first,
+            ),
+        )
+        return joined
+
+    def write_closed(
+        self, db: sqlite3.Connection, session_id: str, offset: int, length: int
+    ) -> None:
+        """Store the block whose text lies at ``offset`` in the segment."""
+        self._insert(db, session_id, b"", offset, length)
+
+    def _insert(
+        self,
+        db: sqlite3.Connection,
+        session_id: str,
+        text: bytes,
+        offset: int | None,
+        length: int | None,
+    ) -> None:
+        assert self.first is not None
         db.execute(
             "INSERT OR REPLACE INTO search_blocks (session_id, first_sequence, first_index,"
             " last_sequence, last_index, rows, fields, text, segment_offset, segment_length)"
@@ -311,13 +422,14 @@ class _Block:
                 length,
             ),
         )
-        if offset is not None:
-            # The segment's high-water mark, what opening the store checks the file
-            # holds: appends only go forward, so the newest block's end is the largest.
-            db.execute(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                (SEGMENT_END_KEY, str(offset + len(self.text))),
-            )
+
+
+def _segment_end(db: sqlite3.Connection, end: int) -> None:
+    """Record the segment's high-water mark, what opening the store checks the file
+    holds: appends only go forward, so the newest block's end is the largest."""
+    db.execute(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (SEGMENT_END_KEY, str(end))
+    )
 
 
 class _BadBlock(Exception):
@@ -390,6 +502,10 @@ class _Scan:
         scanned = 0
         budget = SCAN_BYTES_PER_PAGE if self.needle is not None else SCAN_BYTES_PER_PAGE // 4
         last: tuple[int, int] | None = None
+        finder = self.needle
+        # Most blocks lack the needle's rare byte: one memchr says so, inline.
+        quick = finder is not None and not self.lowered
+        anchor, anchor_offset = (b"", 0) if finder is None else (finder.anchor, finder.offset)
         for rows, fields, data, last_sequence, last_index, offset, length in blocks:
             if scanned >= budget and last is not None and last > self.after:
                 # The page has moved past its cursor and more blocks remain.
@@ -400,32 +516,40 @@ class _Scan:
             base, size = 0, len(data)
             if offset is not None:  # in the segment: searched in place, not copied
                 text, base, size = _segment_view(segment, data, offset, length)
-            _check_shape(rows, fields, size)
             scanned += size
-            try:
-                if self.needle is not None:
-                    haystack: Haystack = text
-                    if self.lowered:  # lowering copies the block anyway
-                        text = text[base : base + size]
-                        base = 0
-                        haystack = text.lower()
-                    found = self.needle.find(haystack, base, base + size)
-                    if found < 0:
-                        cut = None
-                    elif self.spans:
-                        cut = self._spans(_ints(rows), _ints(fields), text, base, found)
-                    else:
-                        cut = self._bytes(_ints(rows), _ints(fields), text, haystack, base, found)
-                else:
-                    cut = self._folded(_ints(rows), _ints(fields), text[base : base + size])
-            except (IndexError, ValueError) as exc:  # arrays that do not fit the text
-                raise _BadBlock(f"a search block's row arrays do not fit ({exc})") from exc
+            if quick and text.find(anchor, base + anchor_offset, base + size) < 0:
+                cut = None
+            else:
+                # Only a block whose arrays are used needs them checked.
+                _check_shape(rows, fields, size)
+                cut = self._block(rows, fields, text, base, size)
             if cut is not None:
                 return self.found, cut
             if last_sequence > self.through:
                 return self.found, None
             last = (last_sequence, last_index)
         return self.found, None
+
+    def _block(
+        self, rows: bytes, fields: bytes, text: Haystack, base: int, size: int
+    ) -> Position | None:
+        """Add the candidates of one block whose text is ``text[base:base + size]``."""
+        try:
+            if self.needle is not None:
+                haystack: Haystack = text
+                if self.lowered:  # lowering copies the block anyway
+                    text = text[base : base + size]
+                    base = 0
+                    haystack = text.lower()
+                found = self.needle.find(haystack, base, base + size)
+                if found < 0:
+                    return None
+                if self.spans:
+                    return self._spans(_ints(rows), _ints(fields), text, base, found)
+                return self._bytes(_ints(rows), _ints(fields), text, haystack, base, found)
+            return self._folded(_ints(rows), _ints(fields), text[base : base + size])
+        except (IndexError, ValueError) as exc:  # arrays that do not fit the text
+            raise _BadBlock(f"a search block's row arrays do not fit ({exc})") from exc
 
     def _bytes(
         self,
@@ -491,7 +615,6 @@ class _Scan:
         ``_bytes``."""
         # The tightest loop of a search: it runs for every row that holds the needle.
         ends = rows[2::4]
-        count = len(ends)
         block_end = base + ends[-1]
         finder = self.needle
         assert finder is not None
@@ -501,13 +624,16 @@ class _Scan:
         through = self.through
         after_sequence, after_index = self.after
         found_rows = self.found
-        while found >= 0:
+        append = found_rows.append
+        # What holds for the whole block is not checked row by row.
+        fenced = rows[-4] > through  # some row lies past the fence
+        long_rows = ends[-1] > MAX_FIELD_CHARS  # (a row has no more code points than bytes)
+        while True:
+            # ``found`` lies before the block's end: in one of its rows.
             number = bisect_right(ends, found - base)
-            if number >= count:
-                break  # past the last row (a damaged block): nothing more to find
             at = 4 * number
             sequence = rows[at]
-            if sequence > through:
+            if fenced and sequence > through:
                 return None
             index = rows[at + 1]
             end = base + ends[number]
@@ -519,15 +645,16 @@ class _Scan:
                     first = 0
                 last = rows[at + 3]
                 chars = fields[first]
+                # The next rare byte: a second match in this row needs one before it ends.
+                rare = data.find(anchor, found + size + offset, block_end)
                 if (
                     last - first == 2
                     and not fields[first + 1]
-                    and chars <= MAX_FIELD_CHARS
-                    and data.find(anchor, found + size + offset, end) < 0
+                    and (rare < 0 or rare - offset + size > end)
+                    and (not long_rows or chars <= MAX_FIELD_CHARS)
                 ):
-                    # The common row, a body alone, with one match at most (no later
-                    # match without its rare byte). A match that starts in it but ends
-                    # past it straddles into the next row: none.
+                    # The common row, a body alone, with one match at most. A match that
+                    # starts in it but ends past it straddles into the next row: none.
                     if found + size <= end:
                         hit = found - start
                         if chars != end - start:  # not ASCII: count code points
@@ -537,19 +664,24 @@ class _Scan:
                                 hit = len(data[start:found].decode("utf-8", "surrogatepass"))
                             else:
                                 hit = chars - len(data[found:end].decode("utf-8", "surrogatepass"))
-                        found_rows.append((sequence, index, hit, hit + length))
+                        append((sequence, index, hit, hit + length))
                 else:
                     text = data[start:end].decode("utf-8", "surrogatepass")
-                    found_rows.append(_candidate(sequence, index, fields, first, last, text))
+                    append(_candidate(sequence, index, fields, first, last, text))
                 if len(found_rows) >= CANDIDATES_PER_PAGE:
                     return _position(sequence, index)
-            # The next row's match, by its rare byte (``ByteFinder.find``, inline).
-            found = data.find(anchor, end + offset, block_end) - offset
-            if found < end:
+                if 0 <= rare < end + offset:  # its match would start in this row
+                    rare = data.find(anchor, end + offset, block_end)
+            else:
+                rare = data.find(anchor, end + offset, block_end)
+            # The next row's match, at the next rare byte (``ByteFinder.find``, inline).
+            if rare < 0:
                 return None
+            found = rare - offset
             if found + size > block_end or data.find(needle, found, found + size) != found:
                 found = finder.find(data, found + 1, block_end)
-        return None
+                if found < 0:
+                    return None
 
     def _folded(self, rows: array[int], fields: array[int], data: bytes) -> Position | None:
         """Candidates of a case-insensitive scan: the block is decoded and folded once,
