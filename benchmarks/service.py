@@ -7,7 +7,7 @@
 - send admissions per second (durable, each with its receipt) against raw SQLite commits
   of the same size;
 - search: ``Host.search`` paging through 100 MiB of history against ``rg -j1 -F`` over the
-  same text exported to files (goal ≤ 3x time).
+  same text exported to files, the best of five rounds of each (goal ≤ 3x time).
 
     .venv/bin/python benchmarks/service.py [--quick] [--rows N] [--mib N]
 
@@ -251,6 +251,8 @@ async def admissions(root: Path, workspace: Path, count: int) -> list[Row]:
     ]
 
 
+#: Rounds of each search, ours and ripgrep's; the best of each is compared.
+SEARCH_ROUNDS = 5
 #: The searches compared: Host options and the matching ripgrep flags.
 SEARCHES = (
     ("RareNeedle", {"case_sensitive": True}, (), "rare literal"),
@@ -274,24 +276,30 @@ async def search(root: Path, session_id: str, texts: list[str], mib: int) -> lis
             (folder / f"rows{index // 1000:05d}.txt").write_text(chunk, encoding="utf-8")
         async with Host.open(root, agents={"bench": idle_agent()}) as host:
             for query, options, flags, name in SEARCHES:
-                ours, hits = await search_all(host, session_id, query, options)
                 argv = [rg, "-j1", "-F", *flags, "--no-filename", "--count-matches", "-e", query]
-                began = time.perf_counter()
-                done = await trio.run_process(
-                    [*argv, "."], cwd=folder, capture_stdout=True, check=False
-                )
-                theirs = time.perf_counter() - began
+                # Best of a few rounds each, interleaved: both sides vary by a third
+                # from run to run here (the page cache, other tenants, a full garbage
+                # collection landing in one of ours).
+                ours = theirs = float("inf")
+                for _round in range(SEARCH_ROUNDS):
+                    took, hits = await search_all(host, session_id, query, options)
+                    ours = min(ours, took)
+                    began = time.perf_counter()
+                    done = await trio.run_process(
+                        [*argv, "."], cwd=folder, capture_stdout=True, check=False
+                    )
+                    theirs = min(theirs, time.perf_counter() - began)
                 rg_hits = sum(int(line) for line in done.stdout.decode().split())
                 times = ours / theirs
                 print(
-                    f"search {name}: host {ours:.2f} s ({hits} hits),"
-                    f" rg {theirs:.2f} s ({rg_hits}), {times:.2f}x"
+                    f"search {name}: host {ours:.3f} s ({hits} hits),"
+                    f" rg {theirs:.3f} s ({rg_hits}), {times:.2f}x (best of {SEARCH_ROUNDS})"
                 )
                 out.append(
                     Row(
-                        f"search {mib} MiB of history, {name}",
-                        f"{ours:.2f} s",
-                        f"{theirs:.2f} s rg -j1 -F {' '.join(flags)}".rstrip(),
+                        f"search {mib} MiB of history, {name} (best of {SEARCH_ROUNDS})",
+                        f"{ours * 1e3:.0f} ms",
+                        f"{theirs * 1e3:.0f} ms rg -j1 -F {' '.join(flags)}".rstrip(),
                         ratio(times),
                         "≤ 3x",
                         met(times <= 3),

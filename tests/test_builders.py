@@ -114,3 +114,15 @@ def test_a_flat_builder_builds_nested_values_from_their_fields_in_place() -> Non
     )
     with pytest.raises(TypeError, match="no fields"):
         flat_builder(StoredRow, where=StorePosition)
+
+
+def test_a_flat_builder_fills_fixed_fields_without_parameters() -> None:
+    from emelex.contracts import SearchHit
+
+    build = flat_builder(SearchHit, fixed={"field": "body"}, position=Position)
+    hit = build(7, 0, 3, 9)
+    at = Position(source_sequence=7, item_index=0)
+    assert hit == SearchHit(position=at, field="body", start=3, end=9)
+    assert type(hit) is SearchHit and type(hit.position) is Position
+    with pytest.raises(TypeError, match="no fields"):
+        flat_builder(SearchHit, fixed={"where": 1})

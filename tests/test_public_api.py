@@ -710,7 +710,6 @@ EXPECTED: dict[str, set[str]] = {
         "Lease",
         "LeaseLost",
         "CandidatePage",
-        "BodyHit",
         "CandidateRow",
         "MAX_PAGE_ROWS",
         "MODEL_COMPLETION",

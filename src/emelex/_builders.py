@@ -38,27 +38,37 @@ def positional_builder(cls: type[T]) -> Callable[..., T]:
     return _compile(lines, namespace)
 
 
-def flat_builder(cls: type[T], **nested: type[Any]) -> Callable[..., T]:
+def flat_builder(
+    cls: type[T], /, *, fixed: dict[str, Any] | None = None, **nested: type[Any]
+) -> Callable[..., T]:
     """As :func:`positional_builder`, but each field named in ``nested`` is built, of the
     class given for it, from that class's own fields passed in its place: with
     ``flat_builder(Row, position=Position)`` a ``Row(position, turn_id)`` is built by
     ``build(source_sequence, item_index, turn_id)``. One call per value, however nested
-    (a page builds hundreds)."""
+    (a page builds hundreds). A field named in ``fixed`` always gets the value given
+    there and takes no parameter."""
+    fixed = fixed or {}
     names = _names(cls)
-    unknown = set(nested) - set(names)
+    unknown = (set(nested) | set(fixed)) - set(names)
     if unknown:
         raise TypeError(f"{cls.__name__} has no fields {sorted(unknown)}")
     namespace: dict[str, Any] = {}
     parameters: list[str] = []
     body: list[str] = []
+    values: list[str] = []
     for name in names:
+        if name in fixed:
+            namespace[f"_fixed_{name}"] = fixed[name]
+            values.append(f"_fixed_{name}")
+            continue
+        values.append(name)
         if name in nested:
             inner = [f"{name}_{field}" for field in _names(nested[name])]
             parameters += inner
             body += _construct(nested[name], name, inner, namespace, f"_{name}")
         else:
             parameters.append(name)
-    body += _construct(cls, "self", names, namespace, "")
+    body += _construct(cls, "self", values, namespace, "")
     return _compile([f"def build({', '.join(parameters)}):", *body], namespace)
 
 

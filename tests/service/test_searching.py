@@ -14,7 +14,7 @@ import emelex.service._searching as searching
 from emelex import contracts
 from emelex.contracts import ContractLimitExceeded, find_matches
 from emelex.service._searching import match_rows
-from emelex.store import BodyHit, CandidateRow, Position
+from emelex.store import CandidateRow, Position
 
 # Word and non-word characters, case partners, the separators themselves.
 ALPHABET = "aAbß\u1e9e\u03c3\u03c2\u03a3\u0130i_1 .\x00\x01\u200d"
@@ -47,7 +47,7 @@ def per_field(
 
 
 def batched(
-    rows: list[CandidateRow] | list[CandidateRow | BodyHit], query: str, **options: bool
+    rows: list[CandidateRow] | list[CandidateRow | contracts.SearchHit], query: str, **options: bool
 ) -> tuple[list[Hit], tuple[int, int] | None]:
     hits, cut = match_rows(rows, query, **options)
     flat: list[Hit] = [
@@ -93,15 +93,18 @@ def test_the_hits_are_the_matches_of_every_field_up_to_the_page_limit(
         assert batched(rows, query, **options) == expected
 
 
-def as_body_hit(candidate: CandidateRow, query: str) -> CandidateRow | BodyHit:
-    """The ``BodyHit`` a spans scan gives for ``candidate`` (a body alone holding one
-    case-sensitive match), else the candidate itself."""
+def as_body_hit(candidate: CandidateRow, query: str) -> CandidateRow | contracts.SearchHit:
+    """What a spans scan gives for ``candidate``: the hit of a body alone holding one
+    case-sensitive match, else the candidate itself."""
     (_name, body), *others = candidate.fields
     spans = find_matches(body, query, case_sensitive=True, whole_word=False)
     if len(spans) != 1 or any(value for _name, value in others):
         return candidate
-    position = candidate.position
-    return (position.source_sequence, position.item_index, *spans[0])
+    at = contracts.Position(
+        source_sequence=candidate.position.source_sequence,
+        item_index=candidate.position.item_index,
+    )
+    return contracts.SearchHit(position=at, field="body", start=spans[0][0], end=spans[0][1])
 
 
 @settings(max_examples=300, deadline=None)

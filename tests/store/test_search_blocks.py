@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import emelex.store._search as blocks
-from emelex.contracts import find_matches
+from emelex.contracts import SearchHit, find_matches
 from emelex.contracts._casefold import simple_fold_table
 from emelex.model import Message, ToolCall
 from emelex.runtime import open_supervisor
@@ -99,7 +99,7 @@ async def searched(
     spans: bool = False,
 ) -> tuple[list[tuple[int, int, str, int, int]], int]:
     """Every hit through candidate pages, and the number of pages; with ``spans`` the
-    scan matches the rows it can itself (``BodyHit``), as the Host asks it to."""
+    scan matches the rows it can itself (``SearchHit``), as the Host asks it to."""
     hits: list[tuple[int, int, str, int, int]] = []
     after = None
     pages = 0
@@ -255,7 +255,7 @@ async def test_a_page_ends_at_the_candidate_limit_and_resumes_after_it(tmp_path:
 
 
 async def test_a_spans_scan_matches_common_rows_itself(tmp_path: Path) -> None:
-    """Body-only rows with one match come as ``BodyHit``s, at code point offsets on
+    """Body-only rows with one match come as their ``SearchHit``, at code point offsets on
     either side of long non-ASCII text; a row with two matches, a row with thinking
     and a match that only straddles into the next row are left to the matcher."""
     filler = "é" * 40_000  # longer than a block: its row gets a block alone
@@ -276,7 +276,12 @@ async def test_a_spans_scan_matches_common_rows_itself(tmp_path: Path) -> None:
             "s", "needle", lambda page: page, case_sensitive=True, spans=True
         )
     assert page.next_after is None
-    assert [row if isinstance(row, tuple) else row.position.item_index for row in page.rows] == [
+    assert [
+        (h.position.source_sequence, h.position.item_index, h.start, h.end)
+        if isinstance(h, SearchHit)
+        else h.position.item_index
+        for h in page.rows
+    ] == [
         (1, 0, 40_000, 40_006),
         (1, 1, 2, 8),
         (1, 2, 6, 12),

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import cast
 
-from emelex._builders import flat_builder, positional_builder
+from emelex._builders import positional_builder
 from emelex.contracts import (
     MAX_SEARCH_HITS,
     ContractLimitExceeded,
@@ -22,13 +22,9 @@ from emelex.contracts import (
     find_matches,
 )
 from emelex.service._rows import wire_position
-from emelex.store import BodyHit, CandidatePage, CandidateRow
+from emelex.store import CandidatePage, CandidateRow
 
 _hit = positional_builder(SearchHit)
-_body_hit = flat_builder(SearchHit, position=Position)
-_position = positional_builder(Position)
-#: The field a hit in a row's body names (the store's and the wire's name alike).
-_BODY = "body"
 _page = positional_builder(SearchPage)
 
 
@@ -49,12 +45,17 @@ def search_page(
 
 
 def match_rows(
-    rows: Sequence[CandidateRow | BodyHit], query: str, *, case_sensitive: bool, whole_word: bool
+    rows: Sequence[CandidateRow | SearchHit],
+    query: str,
+    *,
+    case_sensitive: bool,
+    whole_word: bool,
 ) -> tuple[list[SearchHit], Position | None]:
     """Every hit of ``query`` in ``rows``, in history order, each row's fields in the
     order the store gives them (body, thinking, each tool call's arguments as JSON). A
-    ``BodyHit`` is a row the store's scan matched itself (only a case-sensitive scan of
-    this same query, asked for spans, gives them): its one hit is taken as it is.
+    ``SearchHit`` among the rows is a row's one match that the store's scan found
+    itself (only a case-sensitive scan of this same query, asked for spans, gives
+    them): it is taken as it is.
 
     A page holds at most ``MAX_SEARCH_HITS`` hits: when the next row's hits would pass
     that, the page ends before it and the second value is the last row included (the
@@ -64,9 +65,9 @@ def match_rows(
     hits: list[SearchHit] = []
     taken = 0  # rows before this one are in ``hits``
     for number, row in enumerate(rows):
-        if type(row) is tuple:
-            continue  # taken with the run of BodyHits it belongs to
-        cut = _take_body_hits(hits, rows, taken, number)
+        if type(row) is SearchHit:
+            continue  # taken with the run of hits it belongs to
+        cut = _take_hits(hits, rows, taken, number)
         if cut is not None:
             return hits, cut
         assert isinstance(row, CandidateRow)
@@ -88,19 +89,18 @@ def match_rows(
             return hits, _position_of(rows[number - 1])
         hits += found
         taken = number + 1
-    return hits, _take_body_hits(hits, rows, taken, len(rows))
+    return hits, _take_hits(hits, rows, taken, len(rows))
 
 
-def _take_body_hits(
-    hits: list[SearchHit], rows: Sequence[CandidateRow | BodyHit], start: int, stop: int
+def _take_hits(
+    hits: list[SearchHit], rows: Sequence[CandidateRow | SearchHit], start: int, stop: int
 ) -> Position | None:
-    """Add the hits of ``rows[start:stop]``, all BodyHits, as far as the page has room;
-    the page's cursor when it ends among them, else None."""
+    """Add ``rows[start:stop]``, all hits, as far as the page has room; the page's
+    cursor when it ends among them, else None."""
     if start == stop:
         return None
     end = min(stop, start + MAX_SEARCH_HITS - len(hits))
-    run = cast("Sequence[BodyHit]", rows[start:end])
-    hits += [_body_hit(sequence, index, _BODY, first, last) for sequence, index, first, last in run]
+    hits += cast("Sequence[SearchHit]", rows[start:end])
     if end < stop:
         # A full page: it ends with the last row taken (a run starts after a row
         # with hits, or the page's first row with room for a hit).
@@ -108,8 +108,8 @@ def _take_body_hits(
     return None
 
 
-def _position_of(row: CandidateRow | BodyHit) -> Position:
-    if type(row) is tuple:
-        return _position(row[0], row[1])
+def _position_of(row: CandidateRow | SearchHit) -> Position:
+    if type(row) is SearchHit:
+        return row.position
     assert isinstance(row, CandidateRow)
     return wire_position(row.position)

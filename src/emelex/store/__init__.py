@@ -31,7 +31,7 @@ from emelex.store._log import (
 from emelex.store._permissions import directory_looser_than_private, make_private_directory
 from emelex.store._protocol import Store
 from emelex.store._schema import SCHEMA_VERSION
-from emelex.store._search import BodyHit, CandidatePage, CandidateRow
+from emelex.store._search import CandidatePage, CandidateRow
 from emelex.store._sqlite import (
     MAX_PAGE_ROWS,
     SessionSummary,
@@ -53,7 +53,6 @@ __all__ = [
     "Lease",
     "LeaseLost",
     "CandidatePage",
-    "BodyHit",
     "CandidateRow",
     "NewEvent",
     "OperationConflict",

@@ -46,8 +46,9 @@ from typing import Any, Final
 
 import attrs
 
-from emelex._builders import positional_builder
-from emelex.contracts import MAX_FIELD_CHARS, fold_for, simple_casefold
+from emelex._builders import flat_builder, positional_builder
+from emelex.contracts import MAX_FIELD_CHARS, SearchHit, fold_for, simple_casefold
+from emelex.contracts import Position as WirePosition
 from emelex.store._log import Position
 from emelex.store._segment import Segment, _SegmentError, segment_of
 
@@ -119,27 +120,21 @@ class CandidateRow:
     fields: tuple[tuple[str, str], ...]
 
 
-#: A row whose one match a case-sensitive scan found itself (``spans=True``):
-#: ``(source_sequence, item_index, start, end)``, the match's code points in the row's
-#: body, its only searchable field. A plain tuple: a search builds one per hit.
-BodyHit = tuple[int, int, int, int]
-
-
 @attrs.frozen
 class CandidatePage:
     """A search page's candidates under the fence ``through``; ``next_after`` is the last
     row scanned while rows remain (None: the scan is finished)."""
 
     through: int
-    rows: tuple[CandidateRow | BodyHit, ...]
+    rows: tuple[CandidateRow | SearchHit, ...]
     next_after: Position | None
 
     def candidate_rows(self) -> tuple[CandidateRow, ...]:
         """The rows of a page scanned without ``spans``, all of them ``CandidateRow``s;
-        raises ``TypeError`` for a page that holds a ``BodyHit``."""
+        raises ``TypeError`` for a page that holds a ``SearchHit``."""
         for row in self.rows:
             if not isinstance(row, CandidateRow):
-                raise TypeError(f"the page holds a BodyHit: {row}")
+                raise TypeError(f"the page holds a hit: {row}")
         return self.rows  # type: ignore[return-value]  # checked above
 
 
@@ -449,8 +444,8 @@ def scan_blocks(
 ) -> CandidatePage:
     """The rows after ``after`` and under the fence that may hold ``query``; with
     ``spans`` (case-sensitive only), a row whose body is its only searchable field and
-    holds exactly one match comes as a :data:`BodyHit`, and such a row where the needle
-    only straddles into the next row is left out.
+    holds exactly one match comes as that match, the wire's ``SearchHit``, and such a
+    row where the needle only straddles into the next row is left out.
 
     Scans whole blocks up to :data:`SCAN_BYTES_PER_PAGE` (a quarter of that when the
     blocks must be decoded and folded), and stops early after
@@ -494,11 +489,11 @@ class _Scan:
         self.length = len(query)
         self.through = through
         self.after = (after.source_sequence, after.item_index)
-        self.found: list[CandidateRow | BodyHit] = []
+        self.found: list[CandidateRow | SearchHit] = []
 
     def run(
         self, blocks: sqlite3.Cursor, segment: Segment | None
-    ) -> tuple[list[CandidateRow | BodyHit], Position | None]:
+    ) -> tuple[list[CandidateRow | SearchHit], Position | None]:
         scanned = 0
         budget = SCAN_BYTES_PER_PAGE if self.needle is not None else SCAN_BYTES_PER_PAGE // 4
         last: tuple[int, int] | None = None
@@ -608,7 +603,7 @@ class _Scan:
     ) -> Position | None:
         """Candidates of a case-sensitive scan asked for spans (the needle is the query's
         UTF-8). A row whose only searchable field is its body and that holds the needle
-        once becomes a :data:`BodyHit`, found in the block's bytes: UTF-8 keeps a match
+        once becomes its ``SearchHit``, found in the block's bytes: UTF-8 keeps a match
         of valid UTF-8 on code point boundaries, so the byte match is the text's match;
         its offset counts bytes in an ASCII body (whose byte length is its length) and
         the code points decoded before it otherwise. Other rows are candidates as in
@@ -664,7 +659,7 @@ class _Scan:
                                 hit = len(data[start:found].decode("utf-8", "surrogatepass"))
                             else:
                                 hit = chars - len(data[found:end].decode("utf-8", "surrogatepass"))
-                        append((sequence, index, hit, hit + length))
+                        append(_body_hit(sequence, index, hit, hit + length))
                 else:
                     text = data[start:end].decode("utf-8", "surrogatepass")
                     append(_candidate(sequence, index, fields, first, last, text))
@@ -795,4 +790,6 @@ def _candidate(
 # Built from checked block arrays (integers, lengths that add up): no construction checks.
 _position = positional_builder(Position)
 _candidate_row = positional_builder(CandidateRow)
+# A common row's one match, as the Host answers it (the field names are the wire's).
+_body_hit = flat_builder(SearchHit, fixed={"field": BODY}, position=WirePosition)
 _NO_THINKING: Final = (THINKING, "")
