@@ -231,7 +231,7 @@ def check_search_equals_oracle(
             assert found == expected
             if block == 1:
                 assert pages >= 1
-            if case_sensitive and not whole_word:
+            if not whole_word:
                 assert (await searched(store, query, fence, **options, spans=True))[0] == expected
 
     with small_blocks(block, scan=block * 2, candidates=3, misses=misses):
@@ -288,6 +288,31 @@ async def test_a_spans_scan_matches_common_rows_itself(tmp_path: Path) -> None:
         3,
         6,
     ]
+
+
+async def test_a_spans_scan_matches_any_case_when_the_bytes_decide(tmp_path: Path) -> None:
+    """Any case: a folded query of ASCII characters that only their case partners fold
+    to matches in the lowered bytes, so common rows come as hits; a query with ``s``
+    (LONG S folds to it) leaves them to the matcher."""
+    async with open_supervisor("t"), open_sqlite_store(str(tmp_path / "s.db")) as store:
+        await store.create_session("s", "{}")
+        rows = tuple(Message.user(body) for body in ("é A NeEdLe", "needle", "ſ NEEDLES"))
+        await store.append_events("s", [NewEvent("turn.input", "t", rows=rows)])
+
+        async def scan(query: str) -> list[object]:
+            page = await store.search_candidates_as(
+                "s", query, lambda page: page, case_sensitive=False, spans=True
+            )
+            return [
+                (h.position.item_index, h.start, h.end)
+                if isinstance(h, SearchHit)
+                else h.position.item_index
+                for h in page.rows
+            ]
+
+        assert await scan("NEEDLE") == [(0, 4, 10), (1, 0, 6), (2, 2, 8)]
+        # "s" (LONG S folds to it): every row holding "needle" is left to the matcher.
+        assert await scan("needles") == [0, 1, 2]
 
 
 async def test_a_schema_2_store_gets_its_blocks_on_open(tmp_path: Path) -> None:

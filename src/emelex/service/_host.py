@@ -652,8 +652,8 @@ class Host:
             case_sensitive=case_sensitive,
             through=through,
             after=None if after is None else store_position(after),
-            # A case-sensitive literal: the scan matches common rows itself.
-            spans=case_sensitive and not whole_word,
+            # Without whole words the scan may match common rows itself.
+            spans=not whole_word,
         )
 
     @asynccontextmanager

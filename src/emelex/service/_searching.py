@@ -54,7 +54,7 @@ def match_rows(
     """Every hit of ``query`` in ``rows``, in history order, each row's fields in the
     order the store gives them (body, thinking, each tool call's arguments as JSON). A
     ``SearchHit`` among the rows is a row's one match that the store's scan found
-    itself (only a case-sensitive scan of this same query, asked for spans, gives
+    itself (only a scan of this same query with these options, asked for spans, gives
     them): it is taken as it is.
 
     A page holds at most ``MAX_SEARCH_HITS`` hits: when the next row's hits would pass

@@ -443,9 +443,11 @@ def scan_blocks(
     spans: bool = False,
 ) -> CandidatePage:
     """The rows after ``after`` and under the fence that may hold ``query``; with
-    ``spans`` (case-sensitive only), a row whose body is its only searchable field and
-    holds exactly one match comes as that match, the wire's ``SearchHit``, and such a
-    row where the needle only straddles into the next row is left out.
+    ``spans``, when a byte match is a match (case-sensitive, or a folded query of ASCII
+    characters that only their case partners fold to), a row whose body is its only
+    searchable field and holds exactly one match comes as that match, the wire's
+    ``SearchHit``, and such a row where the needle only straddles into the next row is
+    left out.
 
     Scans whole blocks up to :data:`SCAN_BYTES_PER_PAGE` (a quarter of that when the
     blocks must be decoded and folded), and stops early after
@@ -466,7 +468,7 @@ def scan_blocks(
         (session_id, start[0], start[1], through),
     )
     try:
-        scan = _Scan(query, case_sensitive, through, after, spans=spans and case_sensitive)
+        scan = _Scan(query, case_sensitive, through, after, spans=spans)
         found, cursor = scan.run(blocks, segment_of(db))
     finally:
         blocks.close()
@@ -485,7 +487,10 @@ class _Scan:
         # Only a case-insensitive scan folds (building the fold tables costs ~0.15 s of
         # CPU, once per process: a case-sensitive search must not pay it).
         self.folded = query if case_sensitive else simple_casefold(query)
-        self.spans = spans
+        # Spans come from the bytes when a byte match is a match: always for a
+        # case-sensitive query; for another when its byte needle is the whole folded
+        # query (no character but ASCII ones that only their case partners fold to).
+        self.spans = spans and needle is not None and (case_sensitive or len(needle) == len(query))
         self.length = len(query)
         self.through = through
         self.after = (after.source_sequence, after.item_index)
@@ -540,7 +545,7 @@ class _Scan:
                 if found < 0:
                     return None
                 if self.spans:
-                    return self._spans(_ints(rows), _ints(fields), text, base, found)
+                    return self._spans(_ints(rows), _ints(fields), text, haystack, base, found)
                 return self._bytes(_ints(rows), _ints(fields), text, haystack, base, found)
             return self._folded(_ints(rows), _ints(fields), text[base : base + size])
         except (IndexError, ValueError) as exc:  # arrays that do not fit the text
@@ -599,14 +604,23 @@ class _Scan:
         return None
 
     def _spans(
-        self, rows: array[int], fields: array[int], data: Haystack, base: int, found: int
+        self,
+        rows: array[int],
+        fields: array[int],
+        data: Haystack,
+        haystack: Haystack,
+        base: int,
+        found: int,
     ) -> Position | None:
-        """Candidates of a case-sensitive scan asked for spans (the needle is the query's
-        UTF-8). A row whose only searchable field is its body and that holds the needle
-        once becomes its ``SearchHit``, found in the block's bytes: UTF-8 keeps a match
-        of valid UTF-8 on code point boundaries, so the byte match is the text's match;
-        its offset counts bytes in an ASCII body (whose byte length is its length) and
-        the code points decoded before it otherwise. Other rows are candidates as in
+        """Candidates of a scan asked for spans whose byte matches are the query's
+        matches: the needle is the query's UTF-8 (case-sensitive), or the whole folded
+        query, all ASCII characters that only their case partners fold to, looked up in
+        the lowered ``haystack``. A row whose only searchable field is its body and
+        that holds the needle once becomes its ``SearchHit``, found in the block's
+        bytes: UTF-8 keeps a match of valid UTF-8 on code point boundaries (and lowering
+        changes ASCII letters alone), so the byte match is the text's match; its offset
+        counts bytes in an ASCII body (whose byte length is its length) and the code
+        points decoded before it in ``data`` otherwise. Other rows are candidates as in
         ``_bytes``."""
         # The tightest loop of a search: it runs for every row that holds the needle.
         ends = rows[2::4]
@@ -641,11 +655,15 @@ class _Scan:
                 last = rows[at + 3]
                 chars = fields[first]
                 # The next rare byte: a second match in this row needs one before it ends.
-                rare = data.find(anchor, found + size + offset, block_end)
+                rare = haystack.find(anchor, found + size + offset, block_end)
                 if (
                     last - first == 2
                     and not fields[first + 1]
-                    and (rare < 0 or rare - offset + size > end)
+                    and (
+                        rare < 0
+                        or rare - offset + size > end
+                        or haystack.find(needle, rare - offset, end) < 0
+                    )
                     and (not long_rows or chars <= MAX_FIELD_CHARS)
                 ):
                     # The common row, a body alone, with one match at most. A match that
@@ -666,15 +684,15 @@ class _Scan:
                 if len(found_rows) >= CANDIDATES_PER_PAGE:
                     return _position(sequence, index)
                 if 0 <= rare < end + offset:  # its match would start in this row
-                    rare = data.find(anchor, end + offset, block_end)
+                    rare = haystack.find(anchor, end + offset, block_end)
             else:
-                rare = data.find(anchor, end + offset, block_end)
+                rare = haystack.find(anchor, end + offset, block_end)
             # The next row's match, at the next rare byte (``ByteFinder.find``, inline).
             if rare < 0:
                 return None
             found = rare - offset
-            if found + size > block_end or data.find(needle, found, found + size) != found:
-                found = finder.find(data, found + 1, block_end)
+            if found + size > block_end or haystack.find(needle, found, found + size) != found:
+                found = finder.find(haystack, found + 1, block_end)
                 if found < 0:
                     return None
 

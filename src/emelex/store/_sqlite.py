@@ -717,8 +717,9 @@ class SqliteStore:
         """``decide(page)`` for the page :meth:`search_candidates` returns, run on the
         same reader thread after the scan: one thread hop per page instead of two (under
         load each hop waits for a CPU). ``decide`` must be bounded and thread-safe.
-        With ``spans`` (case-sensitive searches only), common rows come with the
-        query's ``body_spans`` (see ``CandidateRow``)."""
+        With ``spans`` (for a search without whole words), the scan matches the
+        common row itself where it can and gives its one match as a ``SearchHit``
+        (see ``_search.scan_blocks``)."""
         start = after if after is not None else Position(0, -1)
 
         def scan(db: sqlite3.Connection) -> T:

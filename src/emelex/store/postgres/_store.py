@@ -789,8 +789,8 @@ class PostgresStore:
     ) -> R:
         """``decide(page)`` for the page :meth:`search_candidates` returns, on a worker
         thread (the same contract as the SQLite store's ``search_candidates_as``).
-        ``spans`` is a hint this store does not take: its rows come without
-        ``body_spans``, which always leaves the matching to the Host."""
+        ``spans`` is a hint this store does not take: every row comes as a
+        ``CandidateRow``, which leaves the matching to the Host."""
         page = await self.search_candidates(
             session_id, query, case_sensitive=case_sensitive, through=through, after=after
         )
