@@ -15,6 +15,7 @@ from emelex import contracts
 from emelex.contracts import ContractLimitExceeded, find_matches
 from emelex.service._searching import match_rows
 from emelex.store import CandidateRow, Position
+from emelex.store._search import MAX_ROW_HITS
 
 # Word and non-word characters, case partners, the separators themselves.
 ALPHABET = "aAbß\u1e9e\u03c3\u03c2\u03a3\u0130i_1 .\x00\x01\u200d"
@@ -93,18 +94,18 @@ def test_the_hits_are_the_matches_of_every_field_up_to_the_page_limit(
         assert batched(rows, query, **options) == expected
 
 
-def as_body_hit(candidate: CandidateRow, query: str) -> CandidateRow | contracts.SearchHit:
-    """What a spans scan gives for ``candidate``: the hit of a body alone holding one
-    case-sensitive match, else the candidate itself."""
+def as_hits(candidate: CandidateRow, query: str) -> list[CandidateRow] | list[contracts.SearchHit]:
+    """What a spans scan gives for ``candidate``: the hits of a body alone holding up
+    to ``MAX_ROW_HITS`` case-sensitive matches, else the candidate itself."""
     (_name, body), *others = candidate.fields
     spans = find_matches(body, query, case_sensitive=True, whole_word=False)
-    if len(spans) != 1 or any(value for _name, value in others):
-        return candidate
+    if not spans or len(spans) > MAX_ROW_HITS or any(value for _name, value in others):
+        return [candidate]
     at = contracts.Position(
         source_sequence=candidate.position.source_sequence,
         item_index=candidate.position.item_index,
     )
-    return contracts.SearchHit(position=at, field="body", start=spans[0][0], end=spans[0][1])
+    return [contracts.SearchHit(position=at, field="body", start=s, end=e) for s, e in spans]
 
 
 @settings(max_examples=300, deadline=None)
@@ -117,7 +118,9 @@ def test_body_hits_count_as_the_hits_the_matcher_would_find(
     fields: list[list[str]], query: str, limit: int
 ) -> None:
     rows = [row(number, *values) for number, values in enumerate(fields)]
-    mixed = [as_body_hit(candidate, query) for candidate in rows]
+    mixed: list[CandidateRow | contracts.SearchHit] = [
+        item for candidate in rows for item in as_hits(candidate, query)
+    ]
     options = {"case_sensitive": True, "whole_word": False}
     with limits(limit):
         try:

@@ -255,17 +255,20 @@ async def test_a_page_ends_at_the_candidate_limit_and_resumes_after_it(tmp_path:
 
 
 async def test_a_spans_scan_matches_common_rows_itself(tmp_path: Path) -> None:
-    """Body-only rows with one match come as their ``SearchHit``, at code point offsets on
-    either side of long non-ASCII text; a row with two matches, a row with thinking
-    and a match that only straddles into the next row are left to the matcher."""
+    """Body-only rows come as their ``SearchHit``s, at code point offsets on either side
+    of long non-ASCII text; a row with more matches than MAX_ROW_HITS, a row with
+    thinking and a match that only straddles into the next row are left to the
+    matcher."""
     filler = "é" * 40_000  # longer than a block: its row gets a block alone
+    many = "needle " * (blocks.MAX_ROW_HITS + 1)
     bodies = [
         f"{filler}needle ü",  # one match near the end: decoded from the end
         f"ü needle {filler}",  # near the start: decoded from the start
         "plain needle",  # ASCII: bytes are code points
-        "needle and needle",  # two matches: a candidate row
+        "needle and ü needle",  # two matches: two hits
         "ends with nee",  # "nee" + "dle ..." only straddles into the next row
         "dle here",
+        many,  # too many matches for hits: a candidate row
     ]
     async with open_supervisor("t"), open_sqlite_store(str(tmp_path / "s.db")) as store:
         await store.create_session("s", "{}")
@@ -285,8 +288,10 @@ async def test_a_spans_scan_matches_common_rows_itself(tmp_path: Path) -> None:
         (1, 0, 40_000, 40_006),
         (1, 1, 2, 8),
         (1, 2, 6, 12),
-        3,
+        (1, 3, 0, 6),
+        (1, 3, 13, 19),
         6,
+        7,
     ]
 
 
@@ -296,7 +301,7 @@ async def test_a_spans_scan_matches_any_case_when_the_bytes_decide(tmp_path: Pat
     (LONG S folds to it) leaves them to the matcher."""
     async with open_supervisor("t"), open_sqlite_store(str(tmp_path / "s.db")) as store:
         await store.create_session("s", "{}")
-        rows = tuple(Message.user(body) for body in ("é A NeEdLe", "needle", "ſ NEEDLES"))
+        rows = tuple(Message.user(body) for body in ("é A NeEdLe", "needle", "\u017f NEEDLES"))
         await store.append_events("s", [NewEvent("turn.input", "t", rows=rows)])
 
         async def scan(query: str) -> list[object]:

@@ -95,17 +95,30 @@ def match_rows(
 def _take_hits(
     hits: list[SearchHit], rows: Sequence[CandidateRow | SearchHit], start: int, stop: int
 ) -> Position | None:
-    """Add ``rows[start:stop]``, all hits, as far as the page has room; the page's
-    cursor when it ends among them, else None."""
+    """Add ``rows[start:stop]``, all hits, as far as the page has room, never parting
+    a row's hits; the page's cursor when it ends among them, else None."""
     if start == stop:
         return None
     end = min(stop, start + MAX_SEARCH_HITS - len(hits))
-    hits += cast("Sequence[SearchHit]", rows[start:end])
     if end < stop:
-        # A full page: it ends with the last row taken (a run starts after a row
-        # with hits, or the page's first row with room for a hit).
-        return _position_of(rows[end - 1])
-    return None
+        # The page ends before the row that does not fit (the store gives a row's hits
+        # one after the other).
+        while end > start and _row_of(rows[end - 1]) == _row_of(rows[end]):
+            end -= 1
+    hits += cast("Sequence[SearchHit]", rows[start:end])
+    if end == stop:
+        return None
+    if end == 0:
+        count = 1
+        while count < stop and _row_of(rows[count]) == _row_of(rows[0]):
+            count += 1
+        raise ContractLimitExceeded("search hits", MAX_SEARCH_HITS, count)
+    return _position_of(rows[end - 1])
+
+
+def _row_of(row: CandidateRow | SearchHit) -> tuple[int, int]:
+    position = row.position
+    return (position.source_sequence, position.item_index)
 
 
 def _position_of(row: CandidateRow | SearchHit) -> Position:

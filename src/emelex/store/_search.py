@@ -40,7 +40,7 @@ import sqlite3
 import sys
 from array import array
 from bisect import bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate
 from typing import Any, Final
 
@@ -63,11 +63,16 @@ BLOCK_BYTES: Final = 32 * 1024
 CLOSED_BLOCK_BYTES: Final = 256 * 1024
 CLOSED_BLOCK_ROWS: Final = 4096
 #: Text scanned per search page, at most (whole blocks), when the query has a byte
-#: needle (about 30 ms of CPU); a query that folds decoded blocks scans a quarter.
-#: Fewer, larger pages: under load each page's thread hop waits for a CPU.
-SCAN_BYTES_PER_PAGE: Final = 32 * 1024 * 1024
-#: Candidate rows a search page hands to the exact matcher, at most.
-CANDIDATES_PER_PAGE: Final = 4000
+#: needle (about 10 ms of CPU, past the rows that hold it, which CANDIDATES_PER_PAGE
+#: bounds); half that when blocks are lowered first (any case), an eighth when they
+#: are decoded and folded. Fewer, larger pages: under load each page's thread hop
+#: waits for a CPU.
+SCAN_BYTES_PER_PAGE: Final = 64 * 1024 * 1024
+#: Candidate rows and hits a search page hands to the Host, at most.
+CANDIDATES_PER_PAGE: Final = 5000
+#: Matches in one common row the scan gives as hits; a row with more goes to the
+#: exact matcher (which bounds a page's hits).
+MAX_ROW_HITS: Final = 16
 #: ASCII characters that some other code point simply case-folds to (U+017F LONG S and
 #: U+212A KELVIN SIGN): lowering bytes cannot find their non-ASCII partners.
 ASCII_FOLD_TARGETS: Final = frozenset("sk")
@@ -449,8 +454,8 @@ def scan_blocks(
     ``SearchHit``, and such a row where the needle only straddles into the next row is
     left out.
 
-    Scans whole blocks up to :data:`SCAN_BYTES_PER_PAGE` (a quarter of that when the
-    blocks must be decoded and folded), and stops early after
+    Scans whole blocks up to :data:`SCAN_BYTES_PER_PAGE` (less when the blocks must be
+    lowered, or decoded and folded), and stops early after
     :data:`CANDIDATES_PER_PAGE` candidates (the cursor is then the last candidate).
     Runs inside the caller's read transaction.
     """
@@ -500,7 +505,13 @@ class _Scan:
         self, blocks: sqlite3.Cursor, segment: Segment | None
     ) -> tuple[list[CandidateRow | SearchHit], Position | None]:
         scanned = 0
-        budget = SCAN_BYTES_PER_PAGE if self.needle is not None else SCAN_BYTES_PER_PAGE // 4
+        budget = (
+            SCAN_BYTES_PER_PAGE // 8
+            if self.needle is None
+            else SCAN_BYTES_PER_PAGE // 2
+            if self.lowered
+            else SCAN_BYTES_PER_PAGE
+        )
         last: tuple[int, int] | None = None
         finder = self.needle
         # Most blocks lack the needle's rare byte: one memchr says so, inline.
@@ -659,17 +670,17 @@ class _Scan:
                 if (
                     last - first == 2
                     and not fields[first + 1]
-                    and (
-                        rare < 0
-                        or rare - offset + size > end
-                        or haystack.find(needle, rare - offset, end) < 0
-                    )
                     and (not long_rows or chars <= MAX_FIELD_CHARS)
                 ):
-                    # The common row, a body alone, with one match at most. A match that
-                    # starts in it but ends past it straddles into the next row: none.
-                    if found + size <= end:
-                        hit = found - start
+                    # The common row, a body alone.
+                    if found + size > end:
+                        pass  # the match straddles into the next row: none here
+                    elif (
+                        rare < 0
+                        or rare - offset + size > end
+                        or haystack.find(needle, found + size, end) < 0
+                    ):
+                        hit = found - start  # its one match
                         if chars != end - start:  # not ASCII: count code points
                             # On the shorter side of the match. A bad byte raises
                             # UnicodeDecodeError (a ValueError): the caller maps it.
@@ -678,6 +689,11 @@ class _Scan:
                             else:
                                 hit = chars - len(data[found:end].decode("utf-8", "surrogatepass"))
                         append(_body_hit(sequence, index, hit, hit + length))
+                    elif not _row_hits(
+                        append, data, haystack, needle, length, sequence, index, start, found, end
+                    ):
+                        text = data[start:end].decode("utf-8", "surrogatepass")
+                        append(_candidate(sequence, index, fields, first, last, text))
                 else:
                     text = data[start:end].decode("utf-8", "surrogatepass")
                     append(_candidate(sequence, index, fields, first, last, text))
@@ -786,6 +802,43 @@ def _decode(data: bytes) -> str:
         raise _BadBlock(f"a search block's text does not decode ({exc})") from exc
 
 
+def _row_hits(
+    append: Callable[[SearchHit], object],
+    data: Haystack,
+    haystack: Haystack,
+    needle: bytes,
+    length: int,
+    sequence: int,
+    index: int,
+    start: int,
+    found: int,
+    end: int,
+) -> bool:
+    """Append the hits of a body alone, ``data[start:end]``, that holds the needle more
+    than once (the first at ``found``), leftmost first and not overlapping; False,
+    appending nothing, when it holds more than :data:`MAX_ROW_HITS` (the matcher then
+    decides, and bounds the page)."""
+    size = len(needle)
+    matches = [found]
+    while len(matches) <= MAX_ROW_HITS:
+        found = haystack.find(needle, found + size, end)
+        if found < 0:
+            break
+        matches.append(found)
+    else:
+        return False
+    position = _wire_position(sequence, index)
+    at = 0  # code points before ``after``
+    after = start
+    for found in matches:
+        # A bad byte raises UnicodeDecodeError (a ValueError): the caller maps it.
+        at += len(data[after:found].decode("utf-8", "surrogatepass"))
+        append(_row_hit(position, at, at + length))
+        at += length
+        after = found + size
+    return True
+
+
 def _candidate(
     sequence: int, index: int, fields: array[int], first: int, last: int, text: str
 ) -> CandidateRow:
@@ -808,6 +861,8 @@ def _candidate(
 # Built from checked block arrays (integers, lengths that add up): no construction checks.
 _position = positional_builder(Position)
 _candidate_row = positional_builder(CandidateRow)
-# A common row's one match, as the Host answers it (the field names are the wire's).
+# A common row's matches, as the Host answers them (the field names are the wire's).
 _body_hit = flat_builder(SearchHit, fixed={"field": BODY}, position=WirePosition)
+_row_hit = flat_builder(SearchHit, fixed={"field": BODY})
+_wire_position = positional_builder(WirePosition)
 _NO_THINKING: Final = (THINKING, "")
