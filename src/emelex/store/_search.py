@@ -1,9 +1,12 @@
-"""Search blocks: a session's searchable text in blocks of about 32 KiB.
+"""Search blocks: a session's searchable text in blocks (the newest grows to about
+32 KiB; closed blocks join up to 256 KiB).
 
 Search answers with the service's exact matcher (``emelex.contracts.find_matches``), run
 by the Host. Running it on every row of a long history costs a Python call per field per
 row, and reading every row costs a statement each; a scan over blocks finds the few rows
-that can match and hands their fields over without reading the rows again.
+that can match and hands their fields over without reading the rows again. Where a byte
+match is a match (``scan_blocks(spans=True)``), the scan gives a body-only row's matches
+as hits itself.
 
 Each non-internal row contributes its searchable fields (body, thinking, the JSON of each
 tool call's arguments, exactly as the Host matches them), back to back, UTF-8 encoded.
