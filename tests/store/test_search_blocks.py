@@ -510,6 +510,67 @@ def test_closed_blocks_join_while_they_lie_back_to_back(tmp_path: Path) -> None:
         assert not any(offset < end and start < offset + length for start, end in theirs)
 
 
+def test_closed_blocks_keep_latin1_text_when_every_character_fits(tmp_path: Path) -> None:
+    """A closed block whose characters all fit one byte is stored in Latin-1 (its byte
+    offsets are then character offsets); one with any other character stays UTF-8, and
+    blocks of the two kinds never join. Searches find the same either way."""
+    path = str(tmp_path / "s.db")
+    wide = [text.replace("é", "ő") for text in TEXTS]  # "ő" has no Latin-1 form
+    with small_blocks(64, scan=256, candidates=7):
+        fill_and_search(path, TEXTS[:20] + wide[:20] + TEXTS[20:], "needle")
+        for query in ("é 3", "ő 1", "needle and é", "1"):
+            found, expected = fill_and_search(path, [], query)
+            assert found == expected and found, query
+    with sqlite3.connect(path) as db:
+        closed = db.execute(
+            "SELECT first_sequence, last_sequence, segment_offset, segment_length,"
+            " segment_latin1 FROM search_blocks WHERE segment_offset IS NOT NULL"
+            " ORDER BY first_sequence"
+        ).fetchall()
+    db.close()
+    segment = Path(path + "-search").read_bytes()
+    kinds = set()
+    for first, last, offset, length, latin1 in closed:
+        text = segment[offset : offset + length]
+        # Rows 21-40 (sequences) are the wide ones: a block holding any is UTF-8.
+        holds_wide = first <= 40 and last >= 21
+        assert latin1 == (None if holds_wide else 1)
+        if latin1:
+            assert "é".encode("latin-1") in text or text.isascii()
+            assert "é".encode() not in text
+        kinds.add(latin1)
+    assert kinds == {None, 1}
+
+
+def test_a_schema_5_store_keeps_its_utf8_blocks_and_closes_new_ones_latin1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = str(tmp_path / "s.db")
+    with monkeypatch.context() as patch, small_blocks(64, scan=256, candidates=7):
+        # As schema 5 wrote them: every closed block UTF-8.
+        patch.setattr(blocks, "_narrowed", lambda text, rows, fields: (text, rows, False))
+        fill_and_search(path, TEXTS[:20], "needle")
+    with sqlite3.connect(path) as db:
+        db.execute("ALTER TABLE search_blocks DROP COLUMN segment_latin1")
+        db.execute("UPDATE meta SET value='5' WHERE key='schema'")
+    db.close()
+    with small_blocks(64, scan=256, candidates=7):
+        found, expected = fill_and_search(path, TEXTS[20:], "é 2")
+    assert found == expected and len(found) == 11
+    with sqlite3.connect(path) as db:
+        flags = [
+            r[0]
+            for r in db.execute(
+                "SELECT segment_latin1 FROM search_blocks WHERE segment_offset IS NOT NULL"
+                " ORDER BY first_sequence"
+            )
+        ]
+        version = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+    db.close()
+    assert flags[0] is None and flags[-1] == 1  # the old blocks as they were; new ones
+    assert version == (str(SCHEMA_VERSION),)
+
+
 @pytest.mark.parametrize("damage", ["missing", "short", "empty"])
 def test_a_segment_that_lost_bytes_is_rebuilt_on_open(
     tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
@@ -554,10 +615,11 @@ def test_a_segment_with_foreign_bytes_is_store_corrupt(tmp_path: Path) -> None:
     path = str(tmp_path / "s.db")
     segment = Path(path + "-search")
     with small_blocks(64, scan=256, candidates=7):
-        fill_and_search(path, TEXTS, "needle")
+        # "ő" has no Latin-1 form: the closed blocks stay UTF-8.
+        fill_and_search(path, [text.replace("é", "ő") for text in TEXTS], "needle")
         # The right size, no longer UTF-8 (a block without the needle is never decoded:
         # the rows that hold it are damaged too).
-        segment.write_bytes(segment.read_bytes().replace("é".encode(), b"\xff\xfe"))
+        segment.write_bytes(segment.read_bytes().replace("ő".encode(), b"\xff\xfe"))
         with pytest.raises(StoreCorrupt) as caught:
             fill_and_search(path, [], "needle")
     assert caught.value.field == "search_blocks"

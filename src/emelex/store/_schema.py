@@ -8,6 +8,8 @@ workspace (the patch bytes and their description). Schema 4 adds ``search_blocks
 session's case-folded searchable text in blocks (see ``_search``). Schema 5 moves the text of
 closed blocks to the search segment, a file beside the store (``segment_offset`` and
 ``segment_length``; see ``_segment``): blocks written before keep their text in SQLite.
+Schema 6 lets a closed block keep its text in Latin-1 (``segment_latin1``) when every
+character of it fits one byte, so its byte offsets are character offsets.
 Opening an older store migrates it in one transaction; a newer one is refused. Opening a
 store whose search segment is missing or shorter than its blocks need rebuilds the blocks.
 """
@@ -28,6 +30,7 @@ from emelex.store._errors import StoreCorrupt, StoreError
 from emelex.store._log import ToolNames, turn_events
 from emelex.store._permissions import create_private_file, warn_if_looser
 from emelex.store._search import (
+    LATIN1_COLUMN,
     SEARCH_BLOCKS_TABLE,
     SEGMENT_COLUMNS,
     SEGMENT_END_KEY,
@@ -37,7 +40,7 @@ from emelex.store._search import (
 )
 from emelex.store._segment import Segment, SegmentConnection, segment_path
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 _log = logging.getLogger("emelex.store")
 #: Bytes of the database file a reader connection maps into memory (address space only).
 READER_MMAP_BYTES = 1 << 30
@@ -206,6 +209,15 @@ def _migrate_4_to_5(db: sqlite3.Connection, path: str) -> None:
             db.execute(f"ALTER TABLE search_blocks ADD COLUMN {column} INTEGER")
 
 
+def _migrate_5_to_6(db: sqlite3.Connection, path: str) -> None:
+    """Closed blocks may keep their text in Latin-1: add the column that says so (a table
+    created by this version's ``SEARCH_BLOCKS_TABLE`` has it). Existing blocks are
+    UTF-8, as NULL says."""
+    columns = {r[1] for r in db.execute("PRAGMA table_info(search_blocks)")}
+    if LATIN1_COLUMN not in columns:
+        db.execute(f"ALTER TABLE search_blocks ADD COLUMN {LATIN1_COLUMN} INTEGER")
+
+
 def _check_segment(db: sqlite3.Connection, path: str) -> None:
     """Rebuild every session's search blocks when the search segment does not hold the
     bytes the blocks name (missing, truncated, or a store copied without it)."""
@@ -322,6 +334,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection, str], None]] = {
     2: _migrate_2_to_3,
     3: _migrate_3_to_4,
     4: _migrate_4_to_5,
+    5: _migrate_5_to_6,
 }
 
 

@@ -106,12 +106,17 @@ CREATE TABLE IF NOT EXISTS search_blocks (
     text BLOB NOT NULL,
     segment_offset INTEGER,
     segment_length INTEGER,
+    segment_latin1 INTEGER,
     PRIMARY KEY (session_id, first_sequence, first_index)
 ) WITHOUT ROWID
 """
 #: The columns schema 5 added: where a closed block's text lies in the search segment
 #: (both NULL while the text is in ``text``; see ``_segment``).
 SEGMENT_COLUMNS: Final = ("segment_offset", "segment_length")
+#: The column schema 6 added: 1 when a closed block's text is Latin-1, NULL for UTF-8.
+LATIN1_COLUMN: Final = "segment_latin1"
+#: A block's text encoding by its Latin-1 flag.
+_ENCODINGS: Final = ("utf-8", "latin-1")
 
 #: Field names of a row's searchable fields: body, thinking, then one per tool call.
 BODY: Final = "body"
@@ -302,29 +307,35 @@ class _Closed:
     fields: array[int]
     offset: int
     length: int
+    latin1: bool
 
 
 def _last_closed(db: sqlite3.Connection, session_id: str, block: _Block) -> _Closed | None:
     """The session's block before ``block``, if it is closed and well formed."""
     assert block.first is not None
     found = db.execute(
-        "SELECT first_sequence, first_index, rows, fields, segment_offset, segment_length"
-        " FROM search_blocks WHERE session_id=? AND (first_sequence, first_index) < (?, ?)"
+        "SELECT first_sequence, first_index, rows, fields, segment_offset, segment_length,"
+        " segment_latin1 FROM search_blocks"
+        " WHERE session_id=? AND (first_sequence, first_index) < (?, ?)"
         " ORDER BY first_sequence DESC, first_index DESC LIMIT 1",
         (session_id, *block.first),
     ).fetchone()
     if found is None:
         return None
-    first_sequence, first_index, rows, fields, offset, length = found
+    first_sequence, first_index, rows, fields, offset, length, latin1 = found
     if type(offset) is not int or type(length) is not int:
         return None  # its text is in SQLite
+    if latin1 not in (None, 1):
+        return None  # damaged: the scan says so
     if type(rows) is not bytes or type(fields) is not bytes:
         return None  # damaged: the scan says so; new blocks stay apart from it
     try:
         _check_shape(rows, fields, length)
     except _BadBlock:
         return None
-    return _Closed((first_sequence, first_index), _ints(rows), _ints(fields), offset, length)
+    return _Closed(
+        (first_sequence, first_index), _ints(rows), _ints(fields), offset, length, latin1 == 1
+    )
 
 
 class _Block:
@@ -336,8 +347,8 @@ class _Block:
 
     def write(self, db: sqlite3.Connection, session_id: str) -> None:
         """Store the block with its text in SQLite (the open block, or any block of a
-        connection without a segment)."""
-        self._insert(db, session_id, bytes(self.text), None, None)
+        connection without a segment), UTF-8."""
+        self._insert(db, session_id, self.rows, bytes(self.text), None, None, None)
 
     def close(
         self,
@@ -350,18 +361,19 @@ class _Block:
         ``previous`` closed block, which has room, it joins it: one block, one row, one
         array pair for the scan. Returns the session's last closed block."""
         assert self.first is not None
-        text = bytes(self.text)
+        text, rows, latin1 = _narrowed(bytes(self.text), self.rows, self.fields)
         offset = segment.append(text)
         _segment_end(db, offset + len(text))
         if (
             previous is None
+            or previous.latin1 != latin1
             or previous.offset + previous.length != offset
             or previous.length + len(text) > CLOSED_BLOCK_BYTES
-            or (len(previous.rows) + len(self.rows)) // 4 > CLOSED_BLOCK_ROWS
+            or (len(previous.rows) + len(rows)) // 4 > CLOSED_BLOCK_ROWS
         ):
-            self.write_closed(db, session_id, offset, len(text))
-            return _Closed(self.first, self.rows, self.fields, offset, len(text))
-        rows = array("q", self.rows)
+            self.write_closed(db, session_id, rows, offset, len(text), latin1)
+            return _Closed(self.first, rows, self.fields, offset, len(text), latin1)
+        rows = array("q", rows)
         text_before, fields_before = previous.length, previous.rows[-1]
         for at in range(2, len(rows), 4):
             rows[at] += text_before
@@ -372,6 +384,7 @@ class _Block:
             previous.fields + self.fields,
             previous.offset,
             previous.length + len(text),
+            latin1,
         )
         # This block's rows may be stored as the open block (the one that just filled).
         db.execute(
@@ -394,37 +407,65 @@ class _Block:
         return joined
 
     def write_closed(
-        self, db: sqlite3.Connection, session_id: str, offset: int, length: int
+        self,
+        db: sqlite3.Connection,
+        session_id: str,
+        rows: array[int],
+        offset: int,
+        length: int,
+        latin1: bool,
     ) -> None:
-        """Store the block whose text lies at ``offset`` in the segment."""
-        self._insert(db, session_id, b"", offset, length)
+        """Store the block whose text lies at ``offset`` in the segment (its ``rows``
+        count the bytes of that text)."""
+        self._insert(db, session_id, rows, b"", offset, length, 1 if latin1 else None)
 
     def _insert(
         self,
         db: sqlite3.Connection,
         session_id: str,
+        rows: array[int],
         text: bytes,
         offset: int | None,
         length: int | None,
+        latin1: int | None,
     ) -> None:
         assert self.first is not None
         db.execute(
             "INSERT OR REPLACE INTO search_blocks (session_id, first_sequence, first_index,"
-            " last_sequence, last_index, rows, fields, text, segment_offset, segment_length)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " last_sequence, last_index, rows, fields, text, segment_offset, segment_length,"
+            " segment_latin1) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 session_id,
                 self.first[0],
                 self.first[1],
-                self.rows[-4],
-                self.rows[-3],
-                _blob(self.rows),
+                rows[-4],
+                rows[-3],
+                _blob(rows),
                 _blob(self.fields),
                 text,
                 offset,
                 length,
+                latin1,
             ),
         )
+
+
+def _narrowed(text: bytes, rows: array[int], fields: array[int]) -> tuple[bytes, array[int], bool]:
+    """A closing block's text in Latin-1 when every character fits one byte (most text
+    in Western languages, and any ASCII): byte offsets are then character offsets, so
+    a search counts no characters. Returns the text, the rows with their byte offsets
+    in it, and whether it is Latin-1; else the UTF-8 as it was."""
+    try:
+        narrow = text.decode("utf-8", "surrogatepass").encode("latin-1")
+    except UnicodeEncodeError:
+        return text, rows, False
+    if len(narrow) == len(text):
+        return text, rows, True  # ASCII: the same bytes
+    ends = list(accumulate(fields))
+    narrowed = array("q", rows)
+    for at in range(2, len(narrowed), 4):
+        narrowed[at] = ends[narrowed[at + 1] - 1]
+    return narrow, narrowed, True
 
 
 def _segment_end(db: sqlite3.Connection, end: int) -> None:
@@ -470,7 +511,7 @@ def scan_blocks(
     ).fetchone() or (0, -1)
     blocks = db.execute(
         "SELECT rows, fields, text, last_sequence, last_index, segment_offset,"
-        " segment_length FROM search_blocks"
+        " segment_length, segment_latin1 FROM search_blocks"
         " WHERE session_id=? AND (first_sequence, first_index) >= (?, ?)"
         " AND first_sequence <= ? ORDER BY first_sequence, first_index",
         (session_id, start[0], start[1], through),
@@ -491,7 +532,19 @@ class _Scan:
         # case-insensitive query); without one, the folded query must occur in the
         # folded (decoded) block.
         needle, self.lowered = byte_needle(query, case_sensitive=case_sensitive)
-        self.needle = None if needle is None else ByteFinder(needle)
+        utf8 = None if needle is None else ByteFinder(needle)
+        # A Latin-1 block holds the query's Latin-1 bytes (a lowered needle is ASCII,
+        # the same in both); a query without a Latin-1 form is in no such block.
+        latin1 = utf8
+        self.latin1_holds_none = False
+        if needle is not None and case_sensitive and not query.isascii():
+            try:
+                latin1 = ByteFinder(query.encode("latin-1"))
+            except UnicodeEncodeError:
+                self.latin1_holds_none = True
+        self.finders = (utf8, latin1)  # by the block's Latin-1 flag
+        self.needle = utf8
+        self.encoding = _ENCODINGS[0]
         # Only a case-insensitive scan folds (building the fold tables costs ~0.15 s of
         # CPU, once per process: a case-sensitive search must not pay it).
         self.folded = query if case_sensitive else simple_casefold(query)
@@ -516,11 +569,9 @@ class _Scan:
             else SCAN_BYTES_PER_PAGE
         )
         last: tuple[int, int] | None = None
-        finder = self.needle
         # Most blocks lack the needle's rare byte: one memchr says so, inline.
-        quick = finder is not None and not self.lowered
-        anchor, anchor_offset = (b"", 0) if finder is None else (finder.anchor, finder.offset)
-        for rows, fields, data, last_sequence, last_index, offset, length in blocks:
+        quick = self.needle is not None and not self.lowered
+        for rows, fields, data, last_sequence, last_index, offset, length, latin1 in blocks:
             if scanned >= budget and last is not None and last > self.after:
                 # The page has moved past its cursor and more blocks remain.
                 return self.found, Position(*last)
@@ -531,8 +582,17 @@ class _Scan:
             if offset is not None:  # in the segment: searched in place, not copied
                 text, base, size = _segment_view(segment, data, offset, length)
             scanned += size
-            if quick and text.find(anchor, base + anchor_offset, base + size) < 0:
-                cut = None
+            if latin1 is not None and (latin1 != 1 or type(latin1) is not int):
+                raise _BadBlock("a search block's Latin-1 flag is neither 1 nor NULL")
+            narrow = latin1 is not None
+            finder = self.needle = self.finders[narrow]
+            self.encoding = _ENCODINGS[narrow]
+            if (narrow and self.latin1_holds_none) or (
+                quick
+                and finder is not None
+                and text.find(finder.anchor, base + finder.offset, base + size) < 0
+            ):
+                cut = None  # the block cannot hold the query
             else:
                 # Only a block whose arrays are used needs them checked.
                 _check_shape(rows, fields, size)
@@ -603,7 +663,7 @@ class _Scan:
                 else:
                     start = first = 0
                 # A bad byte raises UnicodeDecodeError, a ValueError: the caller maps it.
-                text = data[base + start : base + end].decode("utf-8", "surrogatepass")
+                text = data[base + start : base + end].decode(self.encoding, "surrogatepass")
                 last = rows[at + 3]
                 if last - first == 2 and not fields[first + 1] and fields[first] == len(text):
                     # The common row: a body and no thinking (lengths agree: no checks).
@@ -693,12 +753,22 @@ class _Scan:
                                 hit = chars - len(data[found:end].decode("utf-8", "surrogatepass"))
                         append(_body_hit(sequence, index, hit, hit + length))
                     elif not _row_hits(
-                        append, data, haystack, needle, length, sequence, index, start, found, end
+                        append,
+                        data,
+                        haystack,
+                        needle,
+                        self.encoding,
+                        length,
+                        sequence,
+                        index,
+                        start,
+                        found,
+                        end,
                     ):
-                        text = data[start:end].decode("utf-8", "surrogatepass")
+                        text = data[start:end].decode(self.encoding, "surrogatepass")
                         append(_candidate(sequence, index, fields, first, last, text))
                 else:
-                    text = data[start:end].decode("utf-8", "surrogatepass")
+                    text = data[start:end].decode(self.encoding, "surrogatepass")
                     append(_candidate(sequence, index, fields, first, last, text))
                 if len(found_rows) >= CANDIDATES_PER_PAGE:
                     return _position(sequence, index)
@@ -718,7 +788,7 @@ class _Scan:
     def _folded(self, rows: array[int], fields: array[int], data: bytes) -> Position | None:
         """Candidates of a case-insensitive scan: the block is decoded and folded once,
         and code point offsets map to rows."""
-        text = _decode(data)
+        text = _decode(data, self.encoding)
         folded = fold_for(text, self.folded)
         found = folded.find(self.folded)
         if found < 0:
@@ -746,7 +816,7 @@ class _Scan:
         if (sequence, index) <= self.after:
             return _NEXT
         if isinstance(text, bytes):
-            text = _decode(text)
+            text = _decode(text, self.encoding)
         first = 0 if number == 0 else rows[4 * number - 1]
         self.found.append(_candidate(sequence, index, fields, first, rows[4 * number + 3], text))
         return _FULL if len(self.found) >= CANDIDATES_PER_PAGE else _NEXT
@@ -798,9 +868,9 @@ def _check_shape(rows: bytes, fields: bytes, size: int) -> None:
         raise _BadBlock("a search block's row arrays do not fit its text")
 
 
-def _decode(data: bytes) -> str:
+def _decode(data: bytes, encoding: str) -> str:
     try:
-        return data.decode("utf-8", "surrogatepass")
+        return data.decode(encoding, "surrogatepass")
     except UnicodeDecodeError as exc:
         raise _BadBlock(f"a search block's text does not decode ({exc})") from exc
 
@@ -810,6 +880,7 @@ def _row_hits(
     data: Haystack,
     haystack: Haystack,
     needle: bytes,
+    encoding: str,
     length: int,
     sequence: int,
     index: int,
@@ -835,7 +906,7 @@ def _row_hits(
     after = start
     for found in matches:
         # A bad byte raises UnicodeDecodeError (a ValueError): the caller maps it.
-        at += len(data[after:found].decode("utf-8", "surrogatepass"))
+        at += len(data[after:found].decode(encoding, "surrogatepass"))
         append(_row_hit(position, at, at + length))
         at += length
         after = found + size

@@ -106,10 +106,16 @@ def _search_segment(db: psycopg.Connection[tuple[object, ...]], where: str) -> N
     beside it). No search blocks here, so nothing changes."""
 
 
+def _latin1_blocks(db: psycopg.Connection[tuple[object, ...]], where: str) -> None:
+    """Schema 5 -> 6: the SQLite store's closed search blocks may be Latin-1. No search
+    blocks here, so nothing changes."""
+
+
 MIGRATIONS: dict[int, Callable[[psycopg.Connection[tuple[object, ...]], str], None]] = {
     2: _add_patches,
     3: _search_blocks,
     4: _search_segment,
+    5: _latin1_blocks,
 }
 
 
