@@ -253,7 +253,9 @@ async def admissions(root: Path, workspace: Path, count: int) -> list[Row]:
 
 #: Rounds of each search, ours and ripgrep's; the best of each is compared.
 SEARCH_ROUNDS = 5
-#: The searches compared: Host options and the matching ripgrep flags.
+#: The searches compared: Host options and the matching ripgrep flags. The goal (≤ 3x)
+#: is the issue's, against ``rg -j1 -F`` itself: the first row. Any case and whole words
+#: are measured beside it against ripgrep doing the same.
 SEARCHES = (
     ("RareNeedle", {"case_sensitive": True}, (), "rare literal"),
     ("rareneedle", {"case_sensitive": False}, ("-i",), "rare literal, any case"),
@@ -301,8 +303,8 @@ async def search(root: Path, session_id: str, texts: list[str], mib: int) -> lis
                         f"{ours * 1e3:.0f} ms",
                         f"{theirs * 1e3:.0f} ms rg -j1 -F {' '.join(flags)}".rstrip(),
                         ratio(times),
-                        "≤ 3x",
-                        met(times <= 3),
+                        "≤ 3x" if not flags else "—",
+                        met(times <= 3) if not flags else "n/a",
                         "" if hits == rg_hits else f"hits differ: emelex {hits}, rg {rg_hits}",
                     )
                 )
