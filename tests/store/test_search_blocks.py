@@ -8,6 +8,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -423,14 +424,20 @@ def test_no_other_code_point_folds_onto_an_ascii_character_but_s_and_k() -> None
 # -- the search segment: closed blocks' text in a file beside the store ---------------------
 
 
-def segment_rows(path: str) -> list[tuple[bytes, int | None, int | None]]:
+def select(path: str, sql: str) -> list[Any]:
+    """The rows of one query on the closed store at ``path``."""
     with sqlite3.connect(path) as db:
-        found = db.execute(
-            "SELECT text, segment_offset, segment_length FROM search_blocks"
-            " ORDER BY first_sequence, first_index"
-        ).fetchall()
+        found = db.execute(sql).fetchall()
     db.close()
     return found
+
+
+def segment_rows(path: str) -> list[tuple[bytes, int | None, int | None]]:
+    return select(
+        path,
+        "SELECT text, segment_offset, segment_length FROM search_blocks"
+        " ORDER BY first_sequence, first_index",
+    )
 
 
 Hits = list[tuple[int, int, str, int, int]]
@@ -494,12 +501,11 @@ def test_closed_blocks_join_while_they_lie_back_to_back(tmp_path: Path) -> None:
         trio.run(append, "other", TEXTS[:10])  # its closed blocks land in between
         found, expected = fill_and_search(path, TEXTS[20:], "needle")
     assert found == expected and len(found) == len(TEXTS)
-    with sqlite3.connect(path) as db:
-        closed = db.execute(
-            "SELECT session_id, rows, segment_offset, segment_length FROM search_blocks"
-            " WHERE segment_offset IS NOT NULL ORDER BY session_id, first_sequence"
-        ).fetchall()
-    db.close()
+    closed = select(
+        path,
+        "SELECT session_id, rows, segment_offset, segment_length FROM search_blocks"
+        " WHERE segment_offset IS NOT NULL ORDER BY session_id, first_sequence",
+    )
     mine = [(offset, length, len(rows) // 32) for sid, rows, offset, length in closed if sid == "s"]
     # Up to three blocks' bytes and five rows each; some joined, and none across the
     # other session's blocks.
@@ -521,13 +527,12 @@ def test_closed_blocks_keep_latin1_text_when_every_character_fits(tmp_path: Path
         for query in ("é 3", "ő 1", "needle and é", "1"):
             found, expected = fill_and_search(path, [], query)
             assert found == expected and found, query
-    with sqlite3.connect(path) as db:
-        closed = db.execute(
-            "SELECT first_sequence, last_sequence, segment_offset, segment_length,"
-            " segment_latin1 FROM search_blocks WHERE segment_offset IS NOT NULL"
-            " ORDER BY first_sequence"
-        ).fetchall()
-    db.close()
+    closed = select(
+        path,
+        "SELECT first_sequence, last_sequence, segment_offset, segment_length,"
+        " segment_latin1 FROM search_blocks WHERE segment_offset IS NOT NULL"
+        " ORDER BY first_sequence",
+    )
     segment = Path(path + "-search").read_bytes()
     kinds = set()
     for first, last, offset, length, latin1 in closed:
@@ -557,18 +562,13 @@ def test_a_schema_5_store_keeps_its_utf8_blocks_and_closes_new_ones_latin1(
     with small_blocks(64, scan=256, candidates=7):
         found, expected = fill_and_search(path, TEXTS[20:], "é 2")
     assert found == expected and len(found) == 11
-    with sqlite3.connect(path) as db:
-        flags = [
-            r[0]
-            for r in db.execute(
-                "SELECT segment_latin1 FROM search_blocks WHERE segment_offset IS NOT NULL"
-                " ORDER BY first_sequence"
-            )
-        ]
-        version = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-    db.close()
-    assert flags[0] is None and flags[-1] == 1  # the old blocks as they were; new ones
-    assert version == (str(SCHEMA_VERSION),)
+    flags = select(
+        path,
+        "SELECT segment_latin1 FROM search_blocks WHERE segment_offset IS NOT NULL"
+        " ORDER BY first_sequence",
+    )
+    assert flags[0] == (None,) and flags[-1] == (1,)  # the old blocks as they were; new ones
+    assert select(path, "SELECT value FROM meta WHERE key='schema'") == [(str(SCHEMA_VERSION),)]
 
 
 @pytest.mark.parametrize("damage", ["missing", "short", "empty"])

@@ -1,4 +1,5 @@
-"""The search segment: the text of closed search blocks, in a file beside the store.
+"""The search segment: the text of closed search blocks (UTF-8, or Latin-1 where every
+character fits one byte; see ``_search``), in a file beside the store.
 
 Reading a 32 KiB blob out of SQLite walks a chain of overflow pages and copies the text
 twice (into SQLite's buffer, then into a Python ``bytes``): a search over 100 MiB of
