@@ -53,9 +53,9 @@ def match_rows(
 ) -> tuple[list[SearchHit], Position | None]:
     """Every hit of ``query`` in ``rows``, in history order, each row's fields in the
     order the store gives them (body, thinking, each tool call's arguments as JSON). A
-    ``SearchHit`` among the rows is a row's one match that the store's scan found
-    itself (only a scan of this same query with these options, asked for spans, gives
-    them): it is taken as it is.
+    ``SearchHit`` among the rows is a match that the store's scan found itself (only a
+    scan of this same query with these options, asked for spans, gives them; a row's
+    hits come one after the other): it is taken as it is.
 
     A page holds at most ``MAX_SEARCH_HITS`` hits: when the next row's hits would pass
     that, the page ends before it and the second value is the last row included (the

@@ -494,9 +494,9 @@ def scan_blocks(
     """The rows after ``after`` and under the fence that may hold ``query``; with
     ``spans``, when a byte match is a match (case-sensitive, or a folded query of ASCII
     characters that only their case partners fold to), a row whose body is its only
-    searchable field and holds exactly one match comes as that match, the wire's
-    ``SearchHit``, and such a row where the needle only straddles into the next row is
-    left out.
+    searchable field comes as its matches (up to :data:`MAX_ROW_HITS`, one after the
+    other), the wire's ``SearchHit``s, and such a row where the needle only straddles
+    into the next row is left out.
 
     Scans whole blocks up to :data:`SCAN_BYTES_PER_PAGE` (less when the blocks must be
     lowered, or decoded and folded), and stops early after
@@ -689,8 +689,8 @@ class _Scan:
         """Candidates of a scan asked for spans whose byte matches are the query's
         matches: the needle is the query's UTF-8 (case-sensitive), or the whole folded
         query, all ASCII characters that only their case partners fold to, looked up in
-        the lowered ``haystack``. A row whose only searchable field is its body and
-        that holds the needle once becomes its ``SearchHit``, found in the block's
+        the lowered ``haystack``. A row whose only searchable field is its body becomes
+        its ``SearchHit``s (up to :data:`MAX_ROW_HITS`; see ``_row_hits``), found in the block's
         bytes: UTF-8 keeps a match of valid UTF-8 on code point boundaries (and lowering
         changes ASCII letters alone), so the byte match is the text's match; its offset
         counts bytes in an ASCII body (whose byte length is its length) and the code

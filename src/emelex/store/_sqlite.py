@@ -718,7 +718,7 @@ class SqliteStore:
         same reader thread after the scan: one thread hop per page instead of two (under
         load each hop waits for a CPU). ``decide`` must be bounded and thread-safe.
         With ``spans`` (for a search without whole words), the scan matches the
-        common row itself where it can and gives its one match as a ``SearchHit``
+        common row itself where it can and gives its matches as ``SearchHit``s
         (see ``_search.scan_blocks``)."""
         start = after if after is not None else Position(0, -1)
 
