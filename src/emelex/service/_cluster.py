@@ -23,27 +23,19 @@ import os
 import socket
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 import attrs
 import trio
 
 from emelex._ids import new_id
-from emelex.agent import Approve, Deny, current_turn
-from emelex.contracts import Interaction, RowsPublished, from_wire
-from emelex.service._errors import QueueFull
-from emelex.service._events import (
-    INTERACTION_RESOLVED,
-    QUEUE_FINISHED,
-    QUEUE_STARTED,
-    TURN_JOURNAL,
-)
+from emelex.agent import current_turn
 from emelex.service._rows import page_row, store_position, wire_position
 from emelex.store import AppendResult, Lease, LeaseLost, NewEvent, OperationRecord, StoreError
 
 if TYPE_CHECKING:
     from emelex.service._host import Host
-    from emelex.service._state import SessionState as _SessionState
+    from emelex.service._session import HostSession as _SessionState
     from emelex.store.postgres import PostgresStore
 
 logger = logging.getLogger("emelex.service")
@@ -80,15 +72,6 @@ class ScaleOut:
             raise ValueError("catch_up_seconds must be between 0.01 and 600")
 
 
-@attrs.define
-class _Follow:
-    """What this Host knows of a session beyond its queue: invocations started (by any
-    Host) and not yet finished, and their tool journals."""
-
-    started: set[str] = attrs.field(factory=set)
-    journals: dict[str, tuple[str, list[Any]]] = attrs.field(factory=dict)
-
-
 class Cluster:
     """The Host's part in a group of Hosts on one database (see the module docs)."""
 
@@ -104,26 +87,10 @@ class Cluster:
         #: later than the database's own expiry.
         self._expires: dict[str, float] = {}
         self._renewing: set[str] = set()
-        self._follow: dict[str, _Follow] = {}
         self._loading: set[str] = set()
         self._scope = trio.CancelScope()
 
     # -- hooks the Host calls ---------------------------------------------------------------
-    def recovered(
-        self,
-        state: _SessionState,
-        started: set[str],
-        journals: dict[str, tuple[str, list[Any]]],
-    ) -> None:
-        """A session read at start-up: what ran is left to its holder (or to whoever
-        takes the lease); the queue shows it running meanwhile."""
-        follow = self._follow.setdefault(state.session_id, _Follow())
-        follow.started |= {i for i in started if i in state.queue}
-        follow.journals.update(journals)
-        for invocation_id in sorted(follow.started):
-            if state.queue.running is None:
-                state.queue.start(invocation_id)
-
     def holds(self, session_id: str) -> bool:
         return session_id in self._leases
 
@@ -160,11 +127,8 @@ class Cluster:
             self._lost(session_id)
             raise
         if not result.replayed and result.sequences[0] > state.revision + 1:
+            # Other Hosts' events come first in the log, so they are applied first.
             await self._apply(state, until=result.sequences[0] - 1)
-        if not result.replayed:
-            follow = self._follow.setdefault(session_id, _Follow())
-            for event in events:
-                self._track(follow, event.kind, event.turn_id, event.payload)
         return result
 
     async def claim(self, state: _SessionState) -> bool:
@@ -192,17 +156,12 @@ class Cluster:
         self._expires[session_id] = asked + self.options.lease_seconds
         async with state.lock:
             await self._apply(state)  # everything the last holder committed
-            follow = self._follow.setdefault(session_id, _Follow())
-            interrupted = sorted(i for i in follow.started if i in state.queue)
             if state.app is not None:
                 # Its history may lack turns other Hosts ran: start again from the store.
                 with trio.CancelScope(shield=True):
                     await state.app.aclose()
                 state.app = None
-            if interrupted:
-                await self._host._settle_interrupted(state, interrupted, follow.journals)
-        self._host._publish_queue(state)
-        self._host._publish_interactions(state)
+        # The runner settles what the last holder left started (under this lease).
         return True
 
     def abandon(self, state: _SessionState, error: StoreError) -> None:
@@ -355,96 +314,27 @@ class Cluster:
             if config is None or session_id in host._sessions:
                 return
             state = host._new_state(session_id, config, created_at=time.time())
-            self._follow.setdefault(session_id, _Follow())
             await self._apply(state)
-            if session_id in host._sessions:
-                return
-            host._sessions[session_id] = state
-            host._start_runner(state)
+            host._register(state)
         finally:
             self._loading.discard(session_id)
 
     # -- applying events --------------------------------------------------------------------
     async def _apply(self, state: _SessionState, *, until: int | None = None) -> None:
-        """Apply the session's events after ``state.revision`` (through ``until``) as
-        recovery would, then hand the rows they published to this Host's watchers."""
-        host = self._host
-        follow = self._follow.setdefault(state.session_id, _Follow())
+        """Apply the session's events after its revision (through ``until``) with the
+        reducer every path uses, then hand the rows they published to this Host's
+        watchers."""
         first = state.revision
-        queue_revision = state.queue.revision
-        interactions = (len(state.pending), len(state.resolved))
         while until is None or state.revision < until:
-            events = await self._store.events_after(state.session_id, state.revision, limit=500)
-            for event in events:
-                if until is not None and event.sequence > until:
-                    break
-                self._apply_one(
-                    state, follow, event.kind, event.turn_id, event.payload, event.sequence
-                )
-                state.revision = event.sequence
-            else:
-                if len(events) == 500:
-                    continue
-            break
+            read = await self._store.events_after(state.session_id, state.revision, limit=500)
+            events = [e for e in read if until is None or e.sequence <= until]
+            if not events:
+                break
+            state.absorb(events)
         if state.revision == first:
             return
         await self._publish_rows(state)
-        if state.queue.revision != queue_revision:
-            host._publish_queue(state)
-        if (len(state.pending), len(state.resolved)) != interactions:
-            host._publish_interactions(state)
         state.wake.set()
-
-    def _apply_one(
-        self,
-        state: _SessionState,
-        follow: _Follow,
-        kind: str,
-        turn_id: str | None,
-        payload: dict[str, Any],
-        sequence: int,
-    ) -> None:
-        waiting = None
-        if kind == INTERACTION_RESOLVED:
-            waiting = state.pending.get(str(payload.get("id")))
-        try:
-            self._host._replay(state, kind, payload, sequence, follow.started)
-        except QueueFull:
-            logger.warning(
-                "session %s: an admission beyond this Host's queue capacity", state.session_id
-            )
-        self._track(follow, kind, turn_id, payload)
-        if kind == QUEUE_STARTED:
-            invocation_id = str(payload["invocationId"])
-            if invocation_id in state.queue and state.queue.running is None:
-                state.queue.start(invocation_id)
-        elif kind == "queue.stop":
-            running = state.queue.running
-            if (
-                running is not None
-                and running.work.invocation_id == payload.get("invocationId")
-                and state.cancellation is not None
-            ):
-                state.cancellation.cancel()
-        elif waiting is not None and not waiting.answered.is_set():
-            # Answered through another Host: the approval waiting here goes on.
-            resolution = from_wire(Interaction, payload).resolution
-            if resolution is not None and resolution.outcome == "approved":
-                waiting.decision = Approve()
-            else:
-                reason = resolution.reason if resolution is not None else None
-                waiting.decision = Deny(reason or "denied")
-            waiting.answered.set()
-
-    @staticmethod
-    def _track(follow: _Follow, kind: str, turn_id: str | None, payload: dict[str, Any]) -> None:
-        if kind == QUEUE_STARTED:
-            follow.started.add(str(payload["invocationId"]))
-        elif kind == QUEUE_FINISHED:
-            follow.started.discard(str(payload["invocationId"]))
-            follow.journals.pop(str(payload["invocationId"]), None)
-        elif kind == TURN_JOURNAL and turn_id is not None:
-            follow.journals[str(payload["invocationId"])] = (turn_id, payload["messages"])
 
     async def _publish_rows(self, state: _SessionState) -> None:
         """Rows of the events just applied, read from the tables, to the watchers."""
@@ -460,12 +350,7 @@ class Cluster:
             )
             if built:
                 rows = tuple(built)
-                state.last_row = rows[-1].position
-                update = RowsPublished(
-                    through=state.revision, rows=rows, next_after=rows[-1].position
-                )
-                for subscriber in tuple(state.subscribers):
-                    subscriber.offer(update)
+                state.publish_rows(rows)
             if not more:
                 break
             cursor = store_position(rows[-1].position)

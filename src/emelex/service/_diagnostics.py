@@ -40,6 +40,10 @@ class DiagnosticLog:
     def revision(self) -> int:
         return len(self._items)
 
+    @property
+    def items(self) -> tuple[Diagnostic, ...]:
+        return tuple(self._items)
+
     def add(self, diagnostic: Diagnostic) -> None:
         if diagnostic.revision != self.revision + 1:
             raise ValueError(

@@ -9,6 +9,8 @@ SESSION_CREATED: Final = "session.created"
 QUEUE_ADMITTED: Final = "queue.admitted"
 QUEUE_STARTED: Final = "queue.started"
 QUEUE_FINISHED: Final = "queue.finished"
+#: A stop of the running invocation was asked (its runner cancels the turn).
+QUEUE_STOP: Final = "queue.stop"
 INTERACTION_REQUESTED: Final = "interaction.requested"
 INTERACTION_RESOLVED: Final = "interaction.resolved"
 #: Before each tool call may start: what the turn commits if the Host is lost then.

@@ -34,7 +34,6 @@ from emelex.service._events import (
     QUEUE_ADMITTED,
     SESSION_CREATED,
 )
-from emelex.service._queue import Work
 from emelex.service._state import (
     SESSION_NAMESPACE,
     operation_receipt,
@@ -107,13 +106,8 @@ async def execute(
                 functools.partial(shutil.rmtree, workspace, ignore_errors=True)
             )
         raise
-    state = host._new_state(session_id, config, created_at=time.time())
-    state.revision = len(events)
-    state.queue.admit(Work(invocation_id, operation, text, 2, kind="execute"))
-    if session_id not in host._sessions:  # (another Host's follower may know it)
-        host._sessions[session_id] = state
-        host._start_runner(state)
-    host._sessions[session_id].wake.set()
+    state = host._new_state(session_id, config, created_at=time.time(), events=events)
+    host._register(state).wake.set()
     return receipt
 
 

@@ -28,8 +28,8 @@ from emelex.service._events import (
     SESSION_CREATED,
 )
 from emelex.service._rows import store_position, wire_position
+from emelex.service._session import HostSession
 from emelex.service._state import (
-    SessionState,
     fork_session_id,
     operation_receipt,
 )
@@ -106,10 +106,9 @@ async def fork(
         for event in turn_events(turn, messages):
             events.append(attrs.evolve(event, payload=dict(event.payload, copied=True)))
     sequence = len(events)
-    state = host._new_state(fork_id, config, created_at=time.time())
-    state.revision = sequence
+    state = host._new_state(fork_id, config, created_at=time.time(), events=events)
     receipt = ForkReceipt(
-        session=host._info(state),
+        session=state.info(),
         branch=from_wire(Branch, branch),
         receipt=operation_receipt(operation, "fork", fork_id, sequence),
     )
@@ -122,9 +121,7 @@ async def fork(
         return from_wire(ForkReceipt, original)
     newest = await host._store.last_position(fork_id)
     state.last_row = None if newest is None else wire_position(newest)
-    if fork_id not in host._sessions:  # (another Host's follower may know it)
-        host._sessions[fork_id] = state
-        host._start_runner(state)
+    host._register(state)
     return receipt
 
 
@@ -141,7 +138,7 @@ async def fork_receipt(host: Host, session_id: str, *, operation: str) -> ForkRe
 
 
 async def fork_rows(
-    host: Host, source: SessionState, revision: int, turn_id: str | None
+    host: Host, source: HostSession, revision: int, turn_id: str | None
 ) -> tuple[list[tuple[str, list[Message]]], str | None]:
     """The source's settled turns (id, messages) up to ``revision``, through
     ``turn_id`` when given."""

@@ -63,7 +63,6 @@ from emelex.contracts import (
     PendingInteractions,
     Position,
     QueueChanged,
-    QueueEntry,
     QueueSnapshot,
     ReadFileUpdate,
     Resolution,
@@ -114,33 +113,30 @@ from emelex.service._errors import (
     UnknownSession,
 )
 from emelex.service._events import (
-    INTERACTION_REQUESTED,
     INTERACTION_RESOLVED,
-    MAX_REQUESTS_KEPT,
     QUEUE_ADMITTED,
     QUEUE_FINISHED,
     QUEUE_STARTED,
+    QUEUE_STOP,
     REQUEST_PREPARED,
     REQUEST_SETTLED,
     SESSION_CREATED,
     SESSION_TITLED,
     TURN_JOURNAL,
-    WORKER_STARTED,
 )
 from emelex.service._files import NAMES as FILE_NAMES
 from emelex.service._files_access import FileAuthority
 from emelex.service._files_host import session_authority
 from emelex.service._files_pages import PageCache, list_files
 from emelex.service._interactions import HostApprovals
-from emelex.service._queue import Work, WorkQueue
+from emelex.service._queue import Work
 from emelex.service._read_file import read_stream
-from emelex.service._rows import history_row, page_row, store_position, wire_position, wire_row
+from emelex.service._reducer import SessionLog, apply
+from emelex.service._rows import page_row, store_position, wire_position, wire_row
 from emelex.service._searching import search_page
+from emelex.service._session import HostSession
 from emelex.service._state import (
     SESSION_NAMESPACE,
-    PendingInteraction,
-    RequestRecord,
-    SessionState,
     operation_receipt,
     resolved_interaction,
     rows_after,
@@ -149,6 +145,7 @@ from emelex.service._store import open_host_store
 from emelex.service._watch import DEFAULT_WATCH_BUFFER, Subscriber, WatchStream
 from emelex.service._watch_files import watch_stream
 from emelex.store import (
+    AppendResult,
     NewEvent,
     OperationRecord,
     SessionExists,
@@ -199,7 +196,7 @@ class Host:
         self._nursery = nursery
         self._queue_capacity = queue_capacity
         self._watch_buffer = watch_buffer
-        self._sessions: dict[str, SessionState] = {}
+        self._sessions: dict[str, HostSession] = {}
         self._closed = False
         #: Set when the store is shared with other Hosts (PostgreSQL): see _cluster.py.
         self._cluster: Cluster | None = None
@@ -318,30 +315,14 @@ class Host:
                 ) from None
             receipt = from_wire(OperationReceipt, json.loads(original))
         else:
-            if session_id not in self._sessions:  # (another Host's follower may know it)
-                state = self._new_state(session_id, config, created_at=time.time())
-                state.revision = 1
-                self._sessions[session_id] = state
-                self._start_runner(state)
-        return CreateSessionReceipt(session=self._info(self._state(session_id)), receipt=receipt)
+            created = [NewEvent(SESSION_CREATED, None, dict(body))]
+            self._register(
+                self._new_state(session_id, config, created_at=time.time(), events=created)
+            )
+        return CreateSessionReceipt(session=self._state(session_id).info(), receipt=receipt)
 
     def sessions(self) -> tuple[SessionInfo, ...]:
-        return tuple(self._info(state) for state in self._sessions.values())
-
-    def _info(self, state: SessionState) -> SessionInfo:
-        return from_wire(
-            SessionInfo,
-            {
-                "id": state.session_id,
-                "agent": state.agent_name,
-                "title": state.title,
-                "workspace": state.workspace,
-                "branch": state.branch,
-                "state": "running" if state.queue.running is not None else "idle",
-                "revision": state.revision,
-                "createdAtMs": int(state.created_at * 1000),
-            },
-        )
+        return tuple(state.info() for state in self._sessions.values())
 
     # -- send and stop ----------------------------------------------------------------------
     async def send(self, session_id: str, text: str, *, operation: str) -> SendReceipt:
@@ -369,15 +350,12 @@ class Host:
             )
             payload = {"invocationId": invocation_id, "operation": operation, "text": text}
             # One store round trip: the replay check happens inside the append.
-            replayed = await self._append(
-                state,
+            replayed = await state.commit(
                 [NewEvent(QUEUE_ADMITTED, None, payload)],
                 OperationRecord(operation, digest, json.dumps(to_wire(receipt))),
             )
             if replayed is not None:
                 return from_wire(SendReceipt, json.loads(replayed))
-            state.queue.admit(Work(invocation_id, operation, text, sequence))
-        self._publish_queue(state)
         state.wake.set()
         return receipt
 
@@ -416,20 +394,16 @@ class Host:
                     )
                 )
             else:
-                events.append(NewEvent("queue.stop", None, {"invocationId": invocation_id}))
-            await self._append(
-                state, events, OperationRecord(operation, digest, json.dumps(to_wire(receipt)))
+                events.append(NewEvent(QUEUE_STOP, None, {"invocationId": invocation_id}))
+            # The reducer records the outcome; a running turn is cancelled by its runner's
+            # session when the stop is applied (here, or on the Host that runs it).
+            await state.commit(
+                events, OperationRecord(operation, digest, json.dumps(to_wire(receipt)))
             )
-            if outcome == "removedFromQueue":
-                state.queue.remove(invocation_id)
-                state.finished.add(invocation_id)
-            elif outcome == "stopping" and state.cancellation is not None:
-                state.cancellation.cancel()
-        self._publish_queue(state)
         return receipt
 
     def queue(self, session_id: str) -> QueueSnapshot:
-        return self._queue_snapshot(self._state(session_id))
+        return self._state(session_id).queue_snapshot()
 
     # -- interactions -------------------------------------------------------------------
     async def pending_interactions(self, session_id: str) -> PendingInteractions:
@@ -581,7 +555,7 @@ class Host:
         replacement: retry the original request with its reference."""
         return await _forks.fork_receipt(self, session_id, operation=operation)
 
-    async def _enabled_tools(self, state: SessionState) -> tuple[str, ...]:
+    async def _enabled_tools(self, state: HostSession) -> tuple[str, ...]:
         if state.tools is not None:
             return state.tools
         app = await self._app_session(state)
@@ -679,10 +653,10 @@ class Host:
             await stream.aclose()
 
     async def _watch_stream(
-        self, state: SessionState, subscriber: Subscriber
+        self, state: HostSession, subscriber: Subscriber
     ) -> AsyncGenerator[WatchUpdate, None]:
-        yield QueueChanged(queue=self._queue_snapshot(state))
-        yield InteractionsChanged(pending=tuple(p.interaction for p in state.pending.values()))
+        yield QueueChanged(queue=state.queue_snapshot())
+        yield InteractionsChanged(pending=tuple(state.pending.values()))
         while not subscriber.ended and rows_after(subscriber.delivered, state.last_row):
             page = await self.history(state.session_id, after=subscriber.delivered)
             caught_up = RowsPublished(through=page.through, rows=page.rows, next_after=None)
@@ -737,28 +711,41 @@ class Host:
         if self._closed:
             raise HostClosed("the Host is closed")
 
-    def _state(self, session_id: str) -> SessionState:
+    def _state(self, session_id: str) -> HostSession:
         try:
             return self._sessions[session_id]
         except KeyError:
             raise UnknownSession(f"the Host has no session {session_id!r}") from None
 
     def _new_state(
-        self, session_id: str, config: dict[str, Any], *, created_at: float
-    ) -> SessionState:
-        tools = config.get("tools")
-        return SessionState(
-            session_id=session_id,
-            agent_name=str(config["agent"]),
-            workspace=str(config["workspace"]),
-            title=config.get("title"),
-            created_at=created_at,
-            queue=WorkQueue(self._queue_capacity),
-            branch=config.get("branch"),
-            tools=None if tools is None else tuple(str(t) for t in tools),
+        self,
+        session_id: str,
+        config: Mapping[str, Any],
+        *,
+        created_at: float,
+        events: Sequence[NewEvent] = (),
+    ) -> HostSession:
+        """A session of ``config`` whose first stored events are ``events`` (sequences
+        1, 2, ...), applied like every other event. Not registered yet: see
+        :meth:`_register`."""
+        log = SessionLog.from_config(
+            session_id, config, created_at=created_at, capacity=self._queue_capacity
         )
+        for sequence, event in enumerate(events, start=1):
+            apply(log, sequence, event.kind, event.turn_id, event.payload)
+        return HostSession(log, self._appender)
 
-    async def _find(self, state: SessionState, operation: str, digest: str) -> Any:
+    def _register(self, state: HostSession) -> HostSession:
+        """Add a new session and start its runner, unless this Host knows it already
+        (another Host's session reached its follower first): returns the one kept."""
+        known = self._sessions.get(state.session_id)
+        if known is not None:
+            return known
+        self._sessions[state.session_id] = state
+        self._nursery.start_soon(self._run_session, state, name=f"host-session-{state.session_id}")
+        return state
+
+    async def _find(self, state: HostSession, operation: str, digest: str) -> Any:
         try:
             original = await self._store.find_operation(state.session_id, operation, digest)
         except StoreOperationConflict as exc:
@@ -767,125 +754,65 @@ class Host:
             ) from exc
         return None if original is None else json.loads(original)
 
-    async def _append(
+    async def _appender(
         self,
-        state: SessionState,
-        events: list[NewEvent],
-        operation: OperationRecord | None = None,
-    ) -> str | None:
-        """Append under the session's lock (held by the caller); rows go to watchers.
-        Returns the original receipt when ``operation`` was already applied (nothing is
-        appended then), else None."""
+        state: HostSession,
+        events: Sequence[NewEvent],
+        operation: OperationRecord | None,
+    ) -> AppendResult:
+        """Every session's way into the store (see HostSession.commit)."""
         try:
             if self._cluster is not None:
-                result = await self._cluster.append(state, events, operation)
-            else:
-                result = await self._store.append_events(
-                    state.session_id, events, operation=operation
-                )
+                return await self._cluster.append(state, events, operation)
+            return await self._store.append_events(state.session_id, events, operation=operation)
         except StoreOperationConflict as exc:
             raise OperationConflict(
                 f"operation {exc.reference!r} was already used for a different request"
             ) from exc
-        if result.replayed:
-            return result.receipt
-        state.revision = result.sequences[-1]
-        published: list[HistoryRow] = []
-        names: dict[str, str] = {}
-        for sequence, event in zip(result.sequences, events, strict=True):
-            for index, message in enumerate(event.rows):
-                for call in message.tool_calls:
-                    names[call.id] = call.name
-                published.append(
-                    history_row(
-                        position=trusted(Position, source_sequence=sequence, item_index=index),
-                        turn_id=event.turn_id or "",
-                        role=message.role,
-                        body=message.text,
-                        thinking=message.reasoning,
-                        calls=message.tool_calls,
-                        tool_call_id=message.tool_call_id,
-                        tool_name=names.get(message.tool_call_id)
-                        if message.tool_call_id is not None
-                        else None,
-                        internal=False,
-                    )
-                )
-        if published:
-            state.last_row = published[-1].position
-            update = RowsPublished(
-                through=state.revision, rows=tuple(published), next_after=published[-1].position
-            )
-            for subscriber in tuple(state.subscribers):
-                subscriber.offer(update)
-        return None
-
-    def _queue_snapshot(self, state: SessionState) -> QueueSnapshot:
-        # Built from the Host's own checked queue: no construction checks (a snapshot
-        # goes to every watcher after every change, and the queue may be long).
-        return trusted(
-            QueueSnapshot,
-            session_id=state.session_id,
-            revision=state.queue.revision,
-            entries=tuple(
-                trusted(
-                    QueueEntry,
-                    invocation_id=e.work.invocation_id,
-                    operation=e.work.operation,
-                    work=e.work.kind,
-                    state=e.state,
-                    admitted_sequence=e.work.admitted_sequence,
-                )
-                for e in state.queue.entries
-            ),
-        )
-
-    def _publish_queue(self, state: SessionState) -> None:
-        if not state.subscribers:
-            return
-        update = trusted(QueueChanged, kind="queue", queue=self._queue_snapshot(state))
-        for subscriber in tuple(state.subscribers):
-            subscriber.offer(update)
-
-    def _publish_interactions(self, state: SessionState) -> None:
-        update = InteractionsChanged(pending=tuple(p.interaction for p in state.pending.values()))
-        for subscriber in tuple(state.subscribers):
-            subscriber.offer(update)
 
     # -- running work -------------------------------------------------------------------
-    def _start_runner(self, state: SessionState) -> None:
-        self._nursery.start_soon(self._run_session, state, name=f"host-session-{state.session_id}")
-
-    async def _run_session(self, state: SessionState) -> None:
-        if self._cluster is not None:
-            self._cluster.enter_runner(state)
+    async def _run_session(self, state: HostSession) -> None:
+        """The session's runner, on one Host or many: claim the session (with other
+        Hosts: its lease), settle what a lost Host left started, start the oldest
+        queued work, run it, repeat; sleep while there is nothing to do."""
+        cluster = self._cluster
+        if cluster is not None:
+            cluster.enter_runner(state)
         while not self._closed:
-            if self._cluster is not None and await self._cluster_turn(state):
-                continue
-            work = state.queue.next_to_run()
-            if work is None:
+            if state.queue.next_to_run() is None and (
+                cluster is None or state.queue.running is None
+            ):
                 state.wake = trio.Event()
                 await state.wake.wait()
                 continue
-            async with state.lock:
-                # While this waited for the lock the Host may have begun closing, or a
-                # stop may have taken the work out of the queue.
-                if self.closed:
-                    return
-                if state.queue.next_to_run() != work:
+            try:
+                if cluster is not None and not await cluster.claim(state):
                     continue
-                # Set before the append awaits, so a close that begins meanwhile cancels
-                # this turn (it then settles at once, as interrupted).
-                cancellation = state.cancellation = AgentCancellation()
-                await self._append(
-                    state,
-                    [NewEvent(QUEUE_STARTED, None, {"invocationId": work.invocation_id})],
-                )
-                state.queue.start(work.invocation_id)
-            self._publish_queue(state)
-            await self._run_turn(state, work, cancellation)
+                async with state.lock:
+                    # While this waited for the lock the Host may have begun closing,
+                    # or a stop may have taken the work out of the queue.
+                    if self.closed:
+                        return
+                    await self._settle_interrupted(state)
+                    work = state.queue.next_to_run()
+                    if work is None:
+                        continue
+                    # Set before the append awaits, so a close that begins meanwhile
+                    # cancels this turn (it then settles at once, as interrupted).
+                    cancellation = state.cancellation = AgentCancellation()
+                    await state.commit(
+                        [NewEvent(QUEUE_STARTED, None, {"invocationId": work.invocation_id})]
+                    )
+                    if state.log.running != work.invocation_id:
+                        state.cancellation = None
+                        continue  # (only a log other Hosts wrote to can say otherwise)
+                await self._run_turn(state, work, cancellation)
+            except StoreError as exc:
+                if cluster is None:
+                    raise
+                cluster.abandon(state, exc)  # LeaseLost, or a database lost mid-commit
 
-    async def _app_session(self, state: SessionState, *, stored: bool = True) -> AppSession:
+    async def _app_session(self, state: HostSession, *, stored: bool = True) -> AppSession:
         """The running engine session of ``state`` (started on first use from its
         stored history; ``stored=False`` starts a session not yet in the store)."""
         if state.app is None:
@@ -898,7 +825,7 @@ class Host:
             agent = attrs.evolve(
                 defined,
                 client=Client(recording),
-                approver=HostApprovals(self, state),
+                approver=HostApprovals(state),
                 workspace=pathlib.Path(state.workspace),
             )
             history = (await self._store.load_session(state.session_id)).messages if stored else ()
@@ -917,7 +844,7 @@ class Host:
         return state.app
 
     async def _run_turn(
-        self, state: SessionState, work: Work, cancellation: AgentCancellation
+        self, state: HostSession, work: Work, cancellation: AgentCancellation
     ) -> None:
         turn_id = new_id()
         outcome = "completed"
@@ -956,27 +883,19 @@ class Host:
                 if error is not None:
                     finished["error"] = error
                 batch = [*events, *settled, NewEvent(QUEUE_FINISHED, turn_id, finished)]
-                recorded = None
                 if outcome == "failed" and failure is not None:
                     kind, code, message = classify(failure)
                     recorded = self._diagnostic(
                         state, kind, code, message, work.invocation_id, turn_id, len(batch)
                     )
                     batch.append(NewEvent(DIAGNOSTIC_RECORDED, turn_id, to_wire(recorded)))
-                await self._append(state, batch)
-                self._finish_drafts(state, work.invocation_id, outcome)
-                if recorded is not None:
-                    self._add_diagnostic(state, recorded)
-                state.queue.remove(work.invocation_id)
-                state.finished.add(work.invocation_id)
-                state.outcomes[work.invocation_id] = outcome
                 state.cancellation = None
-        self._publish_queue(state)
-        self._publish_interactions(state)
+                await state.commit(batch)
+                self._finish_drafts(state, work.invocation_id, outcome)
         if self._titles and outcome == "completed" and state.title is None:
             await self._make_title(state, work.text, turn_id)
 
-    async def _make_title(self, state: SessionState, text: str, turn_id: str) -> None:
+    async def _make_title(self, state: HostSession, text: str, turn_id: str) -> None:
         """Ask the agent's model for a short title; record it, or a title diagnostic."""
         client = self._agents[state.agent_name].client
         request = GenerationRequest(
@@ -1007,40 +926,28 @@ class Host:
         async with state.lock:
             if failure is not None:
                 recorded = self._diagnostic(state, "title", "modelError", failure, None, turn_id, 1)
-                await self._append(
-                    state, [NewEvent(DIAGNOSTIC_RECORDED, turn_id, to_wire(recorded))]
-                )
-                self._add_diagnostic(state, recorded)
+                await state.commit([NewEvent(DIAGNOSTIC_RECORDED, turn_id, to_wire(recorded))])
             else:
-                await self._append(state, [NewEvent(SESSION_TITLED, None, {"title": title})])
-                state.title = title
+                await state.commit([NewEvent(SESSION_TITLED, None, {"title": title})])
 
-    async def _request_prepared(self, state: SessionState, request: GenerationRequest) -> int:
+    async def _request_prepared(self, state: HostSession, request: GenerationRequest) -> int:
         """Record a main request before the model starts; returns its event sequence."""
-        running = state.queue.running
         turn = current_turn()
         payload = {
-            "invocationId": running.work.invocation_id if running is not None else "",
+            "invocationId": state.log.running or "",
             "turnId": turn[1] if turn is not None else "",
             **summarize(request),
         }
         async with state.lock:
-            await self._append(state, [NewEvent(REQUEST_PREPARED, payload["turnId"], payload)])
-            sequence = state.revision
-        state.requests.append(RequestRecord(sequence, payload))
-        del state.requests[:-MAX_REQUESTS_KEPT]
-        return sequence
+            await state.commit([NewEvent(REQUEST_PREPARED, payload["turnId"], payload)])
+            return state.revision
 
     async def _request_settled(
-        self, state: SessionState, sequence: int, outcome: str, tokens: int | None
+        self, state: HostSession, sequence: int, outcome: str, tokens: int | None
     ) -> None:
         payload = {"preparedSequence": sequence, "state": outcome, "providerInputTokens": tokens}
         async with state.lock:
-            await self._append(state, [NewEvent(REQUEST_SETTLED, None, payload)])
-            settled_at = state.revision
-        for request in state.requests:
-            if request.sequence == sequence:
-                request.settle(settled_at, outcome, tokens)
+            await state.commit([NewEvent(REQUEST_SETTLED, None, payload)])
 
     async def context(self, session_id: str, *, through: int | None = None) -> ContextReport:
         """The latest main request the session prepared as of the fence ``through``
@@ -1075,7 +982,7 @@ class Host:
 
     def _diagnostic(
         self,
-        state: SessionState,
+        state: HostSession,
         kind: str,
         code: str,
         message: str,
@@ -1096,37 +1003,31 @@ class Host:
             recorded_at_ms=int(time.time() * 1000),
         )
 
-    def _add_diagnostic(self, state: SessionState, recorded: Diagnostic) -> None:
-        state.diagnostics.add(recorded)
-        changed, state.diagnostics_changed = state.diagnostics_changed, trio.Event()
-        changed.set()
-
     async def _journal(
-        self, state: SessionState, turn_id: str, checkpoint: tuple[Message, ...]
+        self, state: HostSession, turn_id: str, checkpoint: tuple[Message, ...]
     ) -> None:
         """Write down, before a tool may run, what the turn commits if the Host is lost:
         recovery then checkpoints the turn instead of rolling it back."""
-        running = state.queue.running
+        running = state.log.running
         if running is None:
             raise ServiceError("a tool is starting outside of any invocation")
         payload = {
-            "invocationId": running.work.invocation_id,
+            "invocationId": running,
             "messages": [json.loads(to_json_message(m)) for m in checkpoint],
         }
         async with state.lock:
-            await self._append(state, [NewEvent(TURN_JOURNAL, turn_id, payload)])
+            await state.commit([NewEvent(TURN_JOURNAL, turn_id, payload)])
 
-    def _settle_interactions(
-        self, state: SessionState, invocation_id: str, by: str
-    ) -> list[NewEvent]:
-        """Interactions of an ended invocation that were never answered: settled as
+    @staticmethod
+    def _settle_interactions(state: HostSession, invocation_id: str, by: str) -> list[NewEvent]:
+        """The events that settle an ended invocation's unanswered interactions as
         interrupted (the question is never asked again)."""
         events = []
-        for interaction_id, pending in tuple(state.pending.items()):
-            if pending.interaction.invocation_id != invocation_id:
+        for pending in state.pending.values():
+            if pending.invocation_id != invocation_id:
                 continue
             resolved = resolved_interaction(
-                pending.interaction,
+                pending,
                 Resolution(
                     outcome="interrupted",
                     by=by,  # type: ignore[arg-type]
@@ -1134,69 +1035,49 @@ class Host:
                     sequence=state.revision + 1,
                 ),
             )
-            del state.pending[interaction_id]
-            state.resolved[interaction_id] = resolved
             events.append(NewEvent(INTERACTION_RESOLVED, resolved.turn_id, to_wire(resolved)))
         return events
 
     # -- recovery -----------------------------------------------------------------------
     async def _recover(self) -> None:
-        """Rebuild every stored session's queue and interactions from its event log and
-        settle what a previous Host left unfinished: an invocation that had started is
-        ended as interrupted (its turn rolled back, its interactions settled by
-        ``restart``); queued ones keep their place."""
+        """Rebuild every stored session from its event log (the same reducer the live
+        path uses) and, on a Host of its own, settle what a previous Host left started;
+        with other Hosts, whoever takes a session's lease settles it. Queued work keeps
+        its place."""
         for summary in await self._store.list_sessions():
             stored_config = await self._session_config(summary.id)
             if stored_config is None:
                 continue
             state = self._new_state(summary.id, stored_config, created_at=summary.created_at)
-            started: set[str] = set()
-            journals: dict[str, tuple[str, list[Any]]] = {}
-            after = 0
             while True:
-                events = await self._store.events_after(summary.id, after, limit=1000)
+                events = await self._store.events_after(summary.id, state.revision, limit=1000)
                 if not events:
                     break
-                for event in events:
-                    self._replay(state, event.kind, event.payload, event.sequence, started)
-                    if event.kind == TURN_JOURNAL and event.turn_id is not None:
-                        journal = event.payload
-                        journals[journal["invocationId"]] = (event.turn_id, journal["messages"])
-                after = events[-1].sequence
-            state.revision = after
+                state.absorb(events)
             newest = await self._store.last_position(summary.id)
             state.last_row = None if newest is None else wire_position(newest)
-            self._sessions[summary.id] = state
-            interrupted = [i for i in started if i in state.queue]
-            if self._cluster is not None:
-                # Another Host may be running it: whoever takes the lease settles it.
-                self._cluster.recovered(state, started, journals)
-            else:
-                await self._settle_interrupted(state, interrupted, journals)
-            self._start_runner(state)
+            if self._cluster is None:
+                async with state.lock:
+                    await self._settle_interrupted(state)
+            self._register(state)
 
-    async def _settle_interrupted(
-        self,
-        state: SessionState,
-        interrupted: Sequence[str],
-        journals: Mapping[str, tuple[str, list[Any]]],
-    ) -> None:
-        """End invocations a lost Host had started, as interrupted: a journalled turn
-        keeps its checkpoint (a tool may have run), any other is rolled back."""
-        for invocation_id in interrupted:
-            state.queue.remove(invocation_id)
-            settled = self._settle_interactions(state, invocation_id, "restart")
-            if invocation_id in journals:
+    async def _settle_interrupted(self, state: HostSession) -> None:
+        """End the invocations a lost Host had started (the caller holds the lock and,
+        with other Hosts, the lease): a journalled turn keeps its checkpoint (a tool may
+        have run), any other is rolled back."""
+        for invocation_id in state.log.interrupted():
+            journal = state.log.journals.get(invocation_id)
+            if journal is not None:
                 # A tool may have run: keep the journalled checkpoint (harness rule).
-                turn_id, bodies = journals[invocation_id]
-                messages = [from_json(json.dumps(body), Message) for body in bodies]
+                turn_id = journal.turn_id
+                messages = [from_json(json.dumps(body), Message) for body in journal.messages]
                 turn = turn_events(turn_id, messages, outcome="checkpointed")
             else:
                 turn_id = new_id()
                 turn = turn_events(turn_id, (), outcome="rolled_back")
             batch = [
                 *turn,
-                *settled,
+                *self._settle_interactions(state, invocation_id, "restart"),
                 NewEvent(
                     QUEUE_FINISHED,
                     turn_id,
@@ -1214,65 +1095,13 @@ class Host:
                 len(batch),
             )
             batch.append(NewEvent(DIAGNOSTIC_RECORDED, turn_id, to_wire(recorded)))
-            await self._append(state, batch)
-            self._add_diagnostic(state, recorded)
-            state.finished.add(invocation_id)
+            await state.commit(batch)
 
     async def _session_config(self, session_id: str) -> dict[str, Any] | None:
         stored = await self._store.load_config(session_id)
         if not stored.get("host") or stored.get("agent") not in self._agents:
             return None
         return stored
-
-    @staticmethod
-    def _replay(
-        state: SessionState,
-        kind: str,
-        payload: dict[str, Any],
-        sequence: int,
-        started: set[str],
-    ) -> None:
-        if kind == QUEUE_ADMITTED:
-            state.queue.admit(
-                Work(
-                    payload["invocationId"],
-                    payload["operation"],
-                    payload["text"],
-                    sequence,
-                    kind=payload.get("work", "send"),
-                )
-            )
-        elif kind == QUEUE_STARTED:
-            started.add(payload["invocationId"])
-        elif kind == QUEUE_FINISHED:
-            invocation_id = payload["invocationId"]
-            if invocation_id in state.queue:
-                state.queue.remove(invocation_id)
-            state.finished.add(invocation_id)
-            state.outcomes[invocation_id] = str(payload.get("outcome", "failed"))
-            started.discard(invocation_id)
-        elif kind == INTERACTION_REQUESTED:
-            interaction = from_wire(Interaction, payload)
-            state.pending[interaction.id] = PendingInteraction(interaction)
-        elif kind == INTERACTION_RESOLVED:
-            interaction = from_wire(Interaction, payload)
-            state.pending.pop(interaction.id, None)
-            state.resolved[interaction.id] = interaction
-        elif kind == REQUEST_PREPARED:
-            state.requests.append(RequestRecord(sequence, payload))
-            del state.requests[:-MAX_REQUESTS_KEPT]
-        elif kind == REQUEST_SETTLED:
-            for request in state.requests:
-                if request.sequence == payload["preparedSequence"]:
-                    request.settle(sequence, payload["state"], payload["providerInputTokens"])
-        elif kind == WORKER_STARTED:
-            state.workers.append(
-                (payload["workerId"], payload["invocationId"], payload["operation"])
-            )
-        elif kind == DIAGNOSTIC_RECORDED:
-            state.diagnostics.add(from_wire(Diagnostic, payload))
-        elif kind == SESSION_TITLED:
-            state.title = str(payload["title"])
 
     # -- issue 14, part A: git status/diff and completed-work patches -------------------
     # The logic lives in service/_git.py and service/_patch.py (loaded on first use, so
@@ -1377,37 +1206,9 @@ class Host:
             self._cluster = Cluster(self, self._store, options or ScaleOut())
             await self._nursery.start(self._cluster.run)
 
-    async def _cluster_turn(self, state: SessionState) -> bool:
-        """With other Hosts: hold the lease before running (False: go on as one Host
-        would), or run one item here, abandoning it when the lease moves (True)."""
-        assert self._cluster is not None
-        queue = state.queue
-        if queue.next_to_run() is None and queue.running is None:
-            return False
-        try:
-            # Taking the lease settles what the last holder left: fenced writes too.
-            if not await self._cluster.claim(state):
-                return True
-            work = queue.next_to_run()
-            if work is None:
-                return False
-            async with state.lock:
-                if self.closed or queue.next_to_run() != work:
-                    return True
-                cancellation = state.cancellation = AgentCancellation()
-                await self._append(
-                    state, [NewEvent(QUEUE_STARTED, None, {"invocationId": work.invocation_id})]
-                )
-                queue.start(work.invocation_id)
-            self._publish_queue(state)
-            await self._run_turn(state, work, cancellation)
-        except StoreError as exc:  # LeaseLost, or a database unreachable mid-commit
-            self._cluster.abandon(state, exc)
-        return True
-
     # -- live drafts (issue 15): streaming answers to live watchers ----------------------
     # Thin delegations: the work lives in _drafts.py and _drafting.py.
-    def _drafting_model(self, state: SessionState, model: AgentModel) -> AgentModel:
+    def _drafting_model(self, state: HostSession, model: AgentModel) -> AgentModel:
         def running() -> str | None:
             entry = state.queue.running
             return None if entry is None else entry.work.invocation_id
@@ -1415,11 +1216,11 @@ class Host:
         state.drafts.configure(DRAFT_INTERVAL, self._nursery.start_soon)
         return DraftingModel(model, state.drafts, running)
 
-    def _attach_drafts(self, state: SessionState, subscriber: Subscriber) -> None:
+    def _attach_drafts(self, state: HostSession, subscriber: Subscriber) -> None:
         # A watcher joining mid-answer first gets each draft so far (from offset 0).
         for draft in state.drafts.current():
             subscriber.offer_draft(draft)
 
-    def _finish_drafts(self, state: SessionState, invocation_id: str, outcome: str) -> None:
+    def _finish_drafts(self, state: HostSession, invocation_id: str, outcome: str) -> None:
         # Right after the turn's rows were offered: those rows supersede its drafts.
         state.drafts.finish(invocation_id, outcome)

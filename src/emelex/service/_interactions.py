@@ -9,7 +9,6 @@ from emelex._ids import new_id
 from emelex.agent import (
     ApprovalContext,
     ApprovalDecision,
-    Approve,
     Deny,
 )
 from emelex.contracts import (
@@ -33,12 +32,8 @@ from emelex.service._events import (
     INTERACTION_REQUESTED,
     INTERACTION_RESOLVED,
 )
-from emelex.service._state import (
-    PendingInteraction,
-    SessionState,
-    operation_receipt,
-    resolved_interaction,
-)
+from emelex.service._session import HostSession
+from emelex.service._state import operation_receipt, resolved_interaction
 from emelex.store import (
     NewEvent,
     OperationRecord,
@@ -50,15 +45,15 @@ if TYPE_CHECKING:
 
 class HostApprovals:
     """The approval policy of every Host session: each request becomes a durable
-    interaction that a client answers with ``respond`` (possibly after reconnecting)."""
+    interaction that a client answers with ``respond`` (possibly after reconnecting,
+    possibly through another Host)."""
 
-    def __init__(self, host: Host, state: SessionState) -> None:
-        self._host = host
+    def __init__(self, state: HostSession) -> None:
         self._state = state
 
     async def decide(self, context: ApprovalContext) -> ApprovalDecision:
         state = self._state
-        running = state.queue.running
+        running = state.log.running
         if running is None:
             return Deny("no invocation is running")
         interaction_id = new_id()
@@ -69,7 +64,7 @@ class HostApprovals:
                 {
                     "id": interaction_id,
                     "sessionId": state.session_id,
-                    "invocationId": running.work.invocation_id,
+                    "invocationId": running,
                     "turnId": context.turn_id,
                     "toolCall": to_wire(
                         ToolCallInfo(
@@ -84,30 +79,27 @@ class HostApprovals:
                     "resolution": None,
                 },
             )
-            await self._host._append(
-                state,
-                [NewEvent(INTERACTION_REQUESTED, context.turn_id, to_wire(interaction))],
+            await state.commit(
+                [NewEvent(INTERACTION_REQUESTED, context.turn_id, to_wire(interaction))]
             )
-            pending = PendingInteraction(interaction)
-            state.pending[interaction_id] = pending
-        self._host._publish_interactions(state)
-        await pending.answered.wait()
-        assert pending.decision is not None
-        return pending.decision
+            waiter = state.waiter(interaction_id)
+        await waiter.answered.wait()
+        assert waiter.decision is not None
+        return waiter.decision
 
 
 async def pending_interactions(host: Host, session_id: str) -> PendingInteractions:
     state = host._state(session_id)
     return PendingInteractions(
         session_id=session_id,  # type: ignore[arg-type]
-        interactions=tuple(p.interaction for p in state.pending.values()),
+        interactions=tuple(state.pending.values()),
     )
 
 
 async def interaction(host: Host, session_id: str, interaction_id: str) -> Interaction:
     state = host._state(session_id)
     if interaction_id in state.pending:
-        return state.pending[interaction_id].interaction
+        return state.pending[interaction_id]
     if interaction_id in state.resolved:
         return state.resolved[interaction_id]
     raise UnknownInteraction(f"session {session_id} has no interaction {interaction_id}")
@@ -141,7 +133,7 @@ async def respond(
         sequence = state.revision + 1
         approved = isinstance(response, ApproveResponse)
         resolved = resolved_interaction(
-            pending.interaction,
+            pending,
             Resolution(
                 outcome="approved" if approved else "denied",
                 by="client",
@@ -153,14 +145,10 @@ async def respond(
             interaction=resolved,
             receipt=operation_receipt(operation, "respond", session_id, sequence),
         )
-        await host._append(
-            state,
+        # Applying the resolution answers the approval waiting for it (on this Host or,
+        # through its follower, on the Host that runs the turn).
+        await state.commit(
             [NewEvent(INTERACTION_RESOLVED, resolved.turn_id, to_wire(resolved))],
             OperationRecord(operation, digest, json.dumps(to_wire(receipt))),
         )
-        del state.pending[interaction_id]
-        state.resolved[interaction_id] = resolved
-        pending.decision = Approve() if approved else Deny(response.reason)  # type: ignore[union-attr]
-        pending.answered.set()
-    host._publish_interactions(state)
     return receipt

@@ -44,12 +44,12 @@ from emelex.service._gitformat import file_patch
 from emelex.service._gitrepo import check, open_repository
 from emelex.service._gitwork import Special, read_work, scan_worktree
 from emelex.service._watch import Subscriber
-from emelex.store import NewEvent, OperationRecord
+from emelex.store import NewEvent, OperationRecord, StoredEvent
 from emelex.store import OperationConflict as StoreOperationConflict
 
 if TYPE_CHECKING:
     from emelex.service._host import Host
-    from emelex.service._state import SessionState as _SessionState
+    from emelex.service._session import HostSession as _SessionState
 
 #: The event recording a captured patch in its session's log.
 PATCH_CAPTURED: Final = "patch.captured"
@@ -170,7 +170,8 @@ async def snapshot_patch(host: Host, state: _SessionState, operation: str) -> Sn
             if result.replayed:
                 assert result.receipt is not None
                 return from_wire(SnapshotPatchReceipt, json.loads(result.receipt))
-            state.revision = result.sequences[-1]
+            # The patch event goes through the reducer like every other event.
+            state.absorb([StoredEvent(result.sequences[-1], event.kind, None, 0.0, event.payload)])
             return receipt
 
 

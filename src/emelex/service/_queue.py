@@ -67,6 +67,11 @@ class WorkQueue:
 
     def admit(self, work: Work) -> None:
         self.check_room()
+        self.record(work)
+
+    def record(self, work: Work) -> None:
+        """Add logged work whatever the capacity: the capacity is checked before an
+        admission is written, and a log written by other Hosts is the truth."""
         if work.invocation_id in self._entries:
             raise ValueError(f"invocation {work.invocation_id} is already queued")
         self._entries[work.invocation_id] = Entry(work, "queued")

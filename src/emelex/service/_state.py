@@ -1,19 +1,11 @@
-"""What the Host keeps per session, the event kinds it appends, and small helpers the
-operation modules share."""
+"""Small helpers the operation modules share (a session's state lives in _reducer and
+_session)."""
 
 from __future__ import annotations
 
 import uuid
-from typing import Any, Final
+from typing import Final
 
-import attrs
-import trio
-
-from emelex.agent import (
-    AgentCancellation,
-    ApprovalDecision,
-)
-from emelex.app import Session as AppSession
 from emelex.contracts import (
     Interaction,
     OperationReceipt,
@@ -22,12 +14,6 @@ from emelex.contracts import (
     from_wire,
     to_wire,
 )
-from emelex.service._diagnostics import (
-    DiagnosticLog,
-)
-from emelex.service._drafts import LiveDrafts
-from emelex.service._queue import WorkQueue
-from emelex.service._watch import Subscriber
 
 SESSION_NAMESPACE: Final = uuid.UUID("5f0c1c3e-8a43-4f55-9b53-2f7b8f0e6a10")
 
@@ -66,62 +52,4 @@ def operation_receipt(
             "sessionId": session_id,
             "sequence": sequence,
         },
-    )
-
-
-@attrs.define
-class PendingInteraction:
-    interaction: Interaction
-    answered: trio.Event = attrs.field(factory=trio.Event)
-    decision: ApprovalDecision | None = None
-
-
-@attrs.define
-class RequestRecord:
-    """One prepared main request: its event, summary and (once known) its end."""
-
-    sequence: int
-    payload: dict[str, Any]
-    settled_at: int | None = None
-    state: str = "running"
-    tokens: int | None = None
-
-    def settle(self, settled_at: int, state: str, tokens: int | None) -> None:
-        self.settled_at, self.state, self.tokens = settled_at, state, tokens
-
-
-@attrs.define
-class SessionState:
-    session_id: str
-    agent_name: str
-    workspace: str
-    title: str | None
-    created_at: float
-    queue: WorkQueue
-    revision: int = 0
-    lock: trio.Lock = attrs.field(factory=trio.Lock)
-    wake: trio.Event = attrs.field(factory=trio.Event)
-    app: AppSession | None = None
-    cancellation: AgentCancellation | None = None
-    pending: dict[str, PendingInteraction] = attrs.field(factory=dict)
-    resolved: dict[str, Interaction] = attrs.field(factory=dict)
-    finished: set[str] = attrs.field(factory=set)
-    #: How each finished invocation ended (completed, failed, stopped, interrupted).
-    outcomes: dict[str, str] = attrs.field(factory=dict)
-    #: The latest main requests the session prepared (for context reports).
-    requests: list[RequestRecord] = attrs.field(factory=list)
-    #: A coordinator's workers: (worker session, first task's invocation, operation).
-    workers: list[tuple[str, str, str]] = attrs.field(factory=list)
-    subscribers: set[Subscriber] = attrs.field(factory=set)
-    #: The newest row's position (None before the first): a watcher already past it
-    #: needs no catch-up read.
-    last_row: Position | None = None
-    #: Where a forked session came from (wire form), and the tools it is narrowed to.
-    branch: dict[str, Any] | None = None
-    tools: tuple[str, ...] | None = None
-    diagnostics: DiagnosticLog = attrs.field(factory=DiagnosticLog)
-    diagnostics_changed: trio.Event = attrs.field(factory=trio.Event)
-    #: The running invocation's live drafts, for live watchers (issue 15, live drafts).
-    drafts: LiveDrafts = attrs.field(
-        default=attrs.Factory(lambda state: LiveDrafts(state.subscribers), takes_self=True)
     )

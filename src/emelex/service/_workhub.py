@@ -30,8 +30,8 @@ from emelex.service._events import (
     SESSION_CREATED,
     WORKER_STARTED,
 )
+from emelex.service._session import HostSession
 from emelex.service._state import (
-    SessionState,
     fork_session_id,
     operation_receipt,
 )
@@ -108,14 +108,12 @@ async def start_worker(
         "operation": operation,
     }
     async with coordinator.lock:
-        replayed = await host._append(
-            coordinator,
+        replayed = await coordinator.commit(
             [NewEvent(WORKER_STARTED, None, payload)],
             OperationRecord(operation, digest, json.dumps(to_wire(receipt))),
         )
         if replayed is not None:
             return from_wire(WorkerReceipt, json.loads(replayed))
-        coordinator.workers.append((worker_id, sent.invocation_id, operation))
     return receipt
 
 
@@ -153,7 +151,7 @@ async def workers(host: Host, coordinator_id: str) -> WorkHubSnapshot:
 
 
 async def create_worker(
-    host: Host, coordinator: SessionState, agent: str, tools: tuple[str, ...], operation: str
+    host: Host, coordinator: HostSession, agent: str, tools: tuple[str, ...], operation: str
 ) -> str:
     """A new session of ``agent`` on the coordinator's workspace, narrowed to
     ``tools``; its id follows from the coordinator and the operation."""
@@ -170,7 +168,8 @@ async def create_worker(
         "tools": list(tools),
         "coordinator": coordinator.session_id,
     }
-    state = host._new_state(worker_id, config, created_at=time.time())
+    created = [NewEvent(SESSION_CREATED, None, config)]
+    state = host._new_state(worker_id, config, created_at=time.time(), events=created)
     # Narrow now, so a tool the agent lacks fails here and not in its first turn.
     app = await host._app_session(state, stored=False)
     try:
@@ -182,14 +181,10 @@ async def create_worker(
             [t for t in app.agent_session.available_tools if t in set(tools)]
         )
         with contextlib.suppress(SessionExists):  # a retry after a lost answer
-            await host._store.create_session(
-                worker_id, "{}", config, events=[NewEvent(SESSION_CREATED, None, config)]
-            )
+            await host._store.create_session(worker_id, "{}", config, events=created)
     except BaseException:
         with trio.CancelScope(shield=True):
             await app.aclose()
         raise
-    state.revision = max(state.revision, 1)
-    host._sessions[worker_id] = state
-    host._start_runner(state)
+    host._register(state)
     return worker_id

@@ -1,0 +1,317 @@
+"""A session's state as a function of its event log: the one place it changes.
+
+:func:`apply` takes a :class:`SessionLog` and one logged event and brings the log's view
+up to date. Nothing else assigns a session's log-derived fields: the live commit path
+applies each event it has just appended, opening a store applies every stored event, and
+a Host following another Host's writes applies what it reads back. All three therefore
+agree by construction, and a state rebuilt from the log equals the live one.
+
+Pure: no I/O, no clock, no Trio. ``apply`` is total: any sequence of events a store can
+hold (one Host's, or several Hosts' interleaved) gives a state and never raises, so a
+Host can always start again from what it finds. It mutates the log in place (a session's
+log has exactly one owner, its :class:`~emelex.service._session.HostSession`) and returns
+which parts changed, so the owner publishes only those.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+import attrs
+
+from emelex.contracts import Diagnostic, Interaction, from_wire, to_wire
+from emelex.service._diagnostics import DIAGNOSTIC_RECORDED, DiagnosticLog
+from emelex.service._events import (
+    INTERACTION_REQUESTED,
+    INTERACTION_RESOLVED,
+    MAX_REQUESTS_KEPT,
+    QUEUE_ADMITTED,
+    QUEUE_FINISHED,
+    QUEUE_STARTED,
+    QUEUE_STOP,
+    REQUEST_PREPARED,
+    REQUEST_SETTLED,
+    SESSION_TITLED,
+    TURN_JOURNAL,
+    WORKER_STARTED,
+)
+from emelex.service._queue import Work, WorkQueue
+
+
+class Change(enum.Flag):
+    """Which parts of a session an event changed (what its owner must publish)."""
+
+    NONE = 0
+    QUEUE = enum.auto()
+    INTERACTIONS = enum.auto()
+    DIAGNOSTICS = enum.auto()
+    TITLE = enum.auto()
+    #: A stop of the running invocation was asked: whoever runs it cancels it.
+    STOP = enum.auto()
+
+
+@attrs.define
+class RequestRecord:
+    """One prepared main request: its event, summary and (once known) its end."""
+
+    sequence: int
+    payload: dict[str, Any]
+    settled_at: int | None = None
+    state: str = "running"
+    tokens: int | None = None
+
+
+@attrs.frozen
+class Journal:
+    """What a turn commits if its Host is lost now (written before each tool call)."""
+
+    turn_id: str
+    messages: tuple[Any, ...]
+
+
+@attrs.define(eq=False)
+class SessionLog:
+    """Everything a session's log says of it: configuration, queue, interactions,
+    outcomes, context requests, workers, diagnostics and title.
+
+    Compare two with :meth:`snapshot` (the differential tests do): equal snapshots
+    mean equal answers from every operation that reads the log's state.
+    """
+
+    session_id: str
+    agent_name: str
+    workspace: str
+    title: str | None
+    created_at: float
+    queue: WorkQueue
+    branch: dict[str, Any] | None = None
+    tools: tuple[str, ...] | None = None
+    revision: int = 0
+    pending: dict[str, Interaction] = attrs.field(factory=dict)
+    resolved: dict[str, Interaction] = attrs.field(factory=dict)
+    finished: set[str] = attrs.field(factory=set)
+    #: How each finished invocation ended (completed, failed, stopped, interrupted).
+    outcomes: dict[str, str] = attrs.field(factory=dict)
+    #: Invocations some Host started and nobody finished yet, oldest first.
+    started: dict[str, None] = attrs.field(factory=dict)
+    #: Running invocations whose stop was asked (their runner cancels them).
+    stopping: set[str] = attrs.field(factory=set)
+    journals: dict[str, Journal] = attrs.field(factory=dict)
+    #: The latest main requests the session prepared (for context reports).
+    requests: list[RequestRecord] = attrs.field(factory=list)
+    #: A coordinator's workers: (worker session, first task's invocation, operation).
+    workers: list[tuple[str, str, str]] = attrs.field(factory=list)
+    diagnostics: DiagnosticLog = attrs.field(factory=DiagnosticLog)
+
+    @classmethod
+    def from_config(
+        cls, session_id: str, config: Mapping[str, Any], *, created_at: float, capacity: int
+    ) -> SessionLog:
+        """An empty log of a session stored with ``config`` (its creation events are
+        applied next, like every other event)."""
+        tools = config.get("tools")
+        return cls(
+            session_id=session_id,
+            agent_name=str(config["agent"]),
+            workspace=str(config["workspace"]),
+            title=config.get("title"),
+            created_at=created_at,
+            queue=WorkQueue(capacity),
+            branch=config.get("branch"),
+            tools=None if tools is None else tuple(str(t) for t in tools),
+        )
+
+    def snapshot(self) -> dict[str, Any]:
+        """Every log-derived field as plain values (for comparisons and tests)."""
+        return {
+            "sessionId": self.session_id,
+            "agent": self.agent_name,
+            "workspace": self.workspace,
+            "title": self.title,
+            "branch": self.branch,
+            "tools": self.tools,
+            "revision": self.revision,
+            "queueRevision": self.queue.revision,
+            "queue": [(e.work, e.state) for e in self.queue.entries],
+            "pending": {k: to_wire(v) for k, v in self.pending.items()},
+            "resolved": {k: to_wire(v) for k, v in self.resolved.items()},
+            "finished": sorted(self.finished),
+            "outcomes": dict(sorted(self.outcomes.items())),
+            "started": list(self.started),
+            "stopping": sorted(self.stopping),
+            "journals": dict(sorted(self.journals.items())),
+            "requests": [attrs.astuple(r) for r in self.requests],
+            "workers": list(self.workers),
+            "diagnostics": [to_wire(d) for d in self.diagnostics.items],
+        }
+
+    @property
+    def running(self) -> str | None:
+        """The invocation that runs now, by the log."""
+        entry = self.queue.running
+        return None if entry is None else entry.work.invocation_id
+
+    def interrupted(self) -> list[str]:
+        """Invocations a Host started and that never finished: after a crash, or when a
+        Host takes over from one whose lease lapsed, these are settled as interrupted."""
+        return [i for i in self.started if i in self.queue]
+
+
+_Apply = Callable[[SessionLog, int, "str | None", dict[str, Any]], Change]
+
+
+def _admitted(log: SessionLog, sequence: int, _: str | None, payload: dict[str, Any]) -> Change:
+    invocation_id = str(payload["invocationId"])
+    if invocation_id in log.queue or invocation_id in log.finished:
+        return Change.NONE  # a log never admits twice; a corrupt one changes nothing
+    work = Work(
+        invocation_id,
+        str(payload["operation"]),
+        str(payload["text"]),
+        sequence,
+        kind=payload.get("work", "send"),
+    )
+    # The capacity is checked before an admission is written; the log is the truth.
+    log.queue.record(work)
+    return Change.QUEUE
+
+
+def _started(log: SessionLog, _: int, __: str | None, payload: dict[str, Any]) -> Change:
+    invocation_id = str(payload["invocationId"])
+    if invocation_id not in log.queue:
+        return Change.NONE  # stopped before it started (a start that lost the race)
+    log.started[invocation_id] = None
+    entry_running = log.queue.running
+    if entry_running is None:
+        log.queue.start(invocation_id)
+        return Change.QUEUE
+    # Two starts with no end between: a Host took over and the log holds the older
+    # start too. The queue shows the first; both are settled as interrupted.
+    return Change.NONE
+
+
+def _stop(log: SessionLog, _: int, __: str | None, payload: dict[str, Any]) -> Change:
+    invocation_id = str(payload["invocationId"])
+    if invocation_id not in log.started or invocation_id not in log.queue:
+        return Change.NONE
+    log.stopping.add(invocation_id)
+    return Change.STOP
+
+
+def _finished(log: SessionLog, _: int, __: str | None, payload: dict[str, Any]) -> Change:
+    invocation_id = str(payload["invocationId"])
+    changed = Change.NONE
+    if invocation_id in log.queue:
+        log.queue.remove(invocation_id)
+        changed = Change.QUEUE
+        # The next start of the queue is the next start in the log.
+        for other in log.started:
+            if other in log.queue and log.queue.running is None:
+                log.queue.start(other)
+                break
+    log.finished.add(invocation_id)
+    log.outcomes.setdefault(invocation_id, str(payload.get("outcome", "failed")))
+    log.started.pop(invocation_id, None)
+    log.stopping.discard(invocation_id)
+    log.journals.pop(invocation_id, None)
+    return changed
+
+
+def _requested(log: SessionLog, _: int, __: str | None, payload: dict[str, Any]) -> Change:
+    interaction = from_wire(Interaction, payload)
+    if interaction.id in log.resolved:
+        return Change.NONE
+    log.pending[interaction.id] = interaction
+    return Change.INTERACTIONS
+
+
+def _resolved(log: SessionLog, _: int, __: str | None, payload: dict[str, Any]) -> Change:
+    interaction = from_wire(Interaction, payload)
+    if interaction.id in log.resolved:
+        return Change.NONE  # the first answer stands
+    log.pending.pop(interaction.id, None)
+    log.resolved[interaction.id] = interaction
+    return Change.INTERACTIONS
+
+
+def _journal(log: SessionLog, _: int, turn_id: str | None, payload: dict[str, Any]) -> Change:
+    invocation_id = str(payload["invocationId"])
+    if turn_id is not None and invocation_id in log.queue:
+        log.journals[invocation_id] = Journal(turn_id, tuple(payload["messages"]))
+    return Change.NONE
+
+
+def _prepared(log: SessionLog, sequence: int, _: str | None, payload: dict[str, Any]) -> Change:
+    log.requests.append(RequestRecord(sequence, payload))
+    del log.requests[:-MAX_REQUESTS_KEPT]
+    return Change.NONE
+
+
+def _settled(log: SessionLog, sequence: int, _: str | None, payload: dict[str, Any]) -> Change:
+    for request in log.requests:
+        if request.sequence == payload["preparedSequence"]:
+            request.settled_at = sequence
+            request.state = str(payload["state"])
+            request.tokens = payload["providerInputTokens"]
+    return Change.NONE
+
+
+def _worker(log: SessionLog, _: int, __: str | None, payload: dict[str, Any]) -> Change:
+    log.workers.append(
+        (str(payload["workerId"]), str(payload["invocationId"]), str(payload["operation"]))
+    )
+    return Change.NONE
+
+
+def _diagnostic(log: SessionLog, _: int, __: str | None, payload: dict[str, Any]) -> Change:
+    # Two Hosts may number one concurrently: the log's order decides the revision.
+    recorded = from_wire(Diagnostic, dict(payload, revision=log.diagnostics.revision + 1))
+    log.diagnostics.add(recorded)
+    return Change.DIAGNOSTICS
+
+
+def _titled(log: SessionLog, _: int, __: str | None, payload: dict[str, Any]) -> Change:
+    log.title = str(payload["title"])
+    return Change.TITLE
+
+
+#: The table: each event kind the service writes, and how it changes a session.
+#: Turn events (rows), patches and creation carry nothing else a session keeps.
+APPLY: Final[Mapping[str, _Apply]] = {
+    QUEUE_ADMITTED: _admitted,
+    QUEUE_STARTED: _started,
+    QUEUE_STOP: _stop,
+    QUEUE_FINISHED: _finished,
+    INTERACTION_REQUESTED: _requested,
+    INTERACTION_RESOLVED: _resolved,
+    TURN_JOURNAL: _journal,
+    REQUEST_PREPARED: _prepared,
+    REQUEST_SETTLED: _settled,
+    WORKER_STARTED: _worker,
+    DIAGNOSTIC_RECORDED: _diagnostic,
+    SESSION_TITLED: _titled,
+}
+
+
+def apply(
+    log: SessionLog, sequence: int, kind: str, turn_id: str | None, payload: dict[str, Any]
+) -> Change:
+    """Bring ``log`` up to the event ``sequence``; returns what changed. An event at or
+    before the log's revision was applied already and changes nothing."""
+    if sequence <= log.revision:
+        return Change.NONE
+    log.revision = sequence
+    handler = APPLY.get(kind)
+    if handler is None:
+        return Change.NONE
+    return handler(log, sequence, turn_id, payload)
+
+
+def rebuild(log: SessionLog, events: Iterable[Any]) -> Change:
+    """Apply stored events (anything with sequence, kind, turn_id and payload)."""
+    changed = Change.NONE
+    for event in events:
+        changed |= apply(log, event.sequence, event.kind, event.turn_id, event.payload)
+    return changed
