@@ -891,7 +891,6 @@ class Host:
                     batch.append(NewEvent(DIAGNOSTIC_RECORDED, turn_id, to_wire(recorded)))
                 state.cancellation = None
                 await state.commit(batch)
-                self._finish_drafts(state, work.invocation_id, outcome)
         if self._titles and outcome == "completed" and state.title is None:
             await self._make_title(state, work.text, turn_id)
 
@@ -1220,7 +1219,3 @@ class Host:
         # A watcher joining mid-answer first gets each draft so far (from offset 0).
         for draft in state.drafts.current():
             subscriber.offer_draft(draft)
-
-    def _finish_drafts(self, state: HostSession, invocation_id: str, outcome: str) -> None:
-        # Right after the turn's rows were offered: those rows supersede its drafts.
-        state.drafts.finish(invocation_id, outcome)

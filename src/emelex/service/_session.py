@@ -32,7 +32,7 @@ from emelex.contracts import (
 )
 from emelex.service._diagnostics import DiagnosticLog
 from emelex.service._drafts import LiveDrafts
-from emelex.service._events import INTERACTION_RESOLVED
+from emelex.service._events import INTERACTION_RESOLVED, QUEUE_FINISHED
 from emelex.service._queue import WorkQueue
 from emelex.service._reducer import Change, RequestRecord, SessionLog, apply
 from emelex.service._rows import history_row
@@ -162,25 +162,20 @@ class HostSession:
         if result.replayed:
             return result.receipt
         changed = Change.NONE
-        resolved: list[str] = []
         for sequence, event in zip(result.sequences, events, strict=True):
             changed |= apply(self.log, sequence, event.kind, event.turn_id, event.payload)
-            if event.kind == INTERACTION_RESOLVED:
-                resolved.append(str(event.payload["id"]))
         self._publish_rows(result.sequences, events)
-        self._react(changed, resolved)
+        self._react(changed, events)
         return None
 
     def absorb(self, events: Iterable[StoredEvent]) -> Change:
         """Apply events already in the store (recovery, or another Host's writes) and
         publish what changed but their rows (the caller reads those from the store)."""
         changed = Change.NONE
-        resolved: list[str] = []
-        for event in events:
+        applied = list(events)
+        for event in applied:
             changed |= apply(self.log, event.sequence, event.kind, event.turn_id, event.payload)
-            if event.kind == INTERACTION_RESOLVED:
-                resolved.append(str(event.payload["id"]))
-        self._react(changed, resolved)
+        self._react(changed, applied)
         return changed
 
     def waiter(self, interaction_id: str) -> Waiter:
@@ -191,9 +186,14 @@ class HostSession:
         return waiter
 
     # -- publishing ---------------------------------------------------------------------
-    def _react(self, changed: Change, resolved: Sequence[str]) -> None:
-        for interaction_id in resolved:
-            self._answer(interaction_id)
+    def _react(self, changed: Change, events: Sequence[NewEvent | StoredEvent]) -> None:
+        for event in events:
+            if event.kind == INTERACTION_RESOLVED:
+                self._answer(str(event.payload["id"]))
+            elif event.kind == QUEUE_FINISHED:
+                # Right after the invocation's rows went out: they supersede its drafts.
+                outcome = str(event.payload.get("outcome", "failed"))
+                self.drafts.finish(str(event.payload["invocationId"]), outcome)
         if changed & Change.QUEUE:
             self.publish_queue()
         if changed & Change.INTERACTIONS:
