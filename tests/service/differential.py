@@ -146,7 +146,7 @@ async def logs_of(host: Host) -> dict[str, SessionLog]:
     """Every session's log once no commit is under way (each session's lock held in
     turn: a commit applies its events before it lets the lock go)."""
     logs = {}
-    for session_id, session in sorted(host._sessions.items()):
+    for session_id, session in host._registry.items():
         async with session.lock:
             logs[session_id] = session.log
     return logs

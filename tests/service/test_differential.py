@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-from emelex.contracts import AgentWorker, ApproveResponse, DenyResponse
+from emelex.contracts import AgentWorker, ApproveResponse, DenyResponse, from_wire
 from emelex.service import ForkRefused, Host, InteractionSettled, ScaleOut
 from emelex.store import open_sqlite_store
 from emelex.store.postgres import open_postgres_store
@@ -96,7 +96,7 @@ class HostLog(RuleBasedStateMachine):
 
     async def _known(self, session_id: str) -> None:
         """Wait until every Host knows the session (a follower learns it by the log)."""
-        for sessions in [opened.host._sessions for opened in self.hosts]:
+        for sessions in [opened.host._registry for opened in self.hosts]:
             await until(functools.partial(operator.contains, sessions, session_id))
 
     # -- rules ------------------------------------------------------------------------
@@ -163,14 +163,14 @@ class HostLog(RuleBasedStateMachine):
         operation = f"fork-{self.counter}"
 
         async def step() -> None:
-            revision = self.host._sessions[session_id].revision
+            revision = self.host._registry.get(session_id).revision
             try:
                 forked = await self.host.fork(session_id, revision=revision, operation=operation)
             except ForkRefused:
                 return
             await self._known(forked.session.id)
 
-        if len(self.host._sessions) < 6:
+        if len(self.host._registry) < 6:
             self.loop.run(step)
 
     @rule(data=st.data())
@@ -181,11 +181,14 @@ class HostLog(RuleBasedStateMachine):
 
         async def step() -> None:
             started = await self.host.start_worker(
-                session_id, AgentWorker(agent="helper"), "work", operation=operation
+                session_id,
+                from_wire(AgentWorker, {"kind": "agent", "agent": "helper"}),
+                "work",
+                operation=operation,
             )
             await self._known(started.worker_id)
 
-        if len(self.host._sessions) < 6:
+        if len(self.host._registry) < 6:
             self.loop.run(step)
 
     @rule(steps=st.integers(min_value=0, max_value=60))
@@ -204,7 +207,7 @@ class HostLog(RuleBasedStateMachine):
             before = {sid: await self._answers(self.host, sid) for sid in self.sessions}
             leader = self.host
             await self._close_hosts()
-            closed = {sid: s.log for sid, s in leader._sessions.items()}
+            closed = {sid: s.log for sid, s in leader._registry.items()}
             await self._open_hosts()
             async with self._fresh_store() as fresh:
                 for log in closed.values():
@@ -240,7 +243,7 @@ class HostLog(RuleBasedStateMachine):
             agents = {"helper": marking_agent()}  # its own script: the live one runs on
             async with Host.open(copy, agents=agents) as recovered:
                 async with open_sqlite_store(str(copy / "host.db")) as fresh:
-                    for session in recovered._sessions.values():
+                    for session in recovered._registry:
                         async with session.lock:
                             log = session.log
                             # Only this Host's own runner may have started something.
@@ -265,7 +268,7 @@ class HostLog(RuleBasedStateMachine):
         async with self._fresh_store() as fresh:
             newest: dict[str, int] = {}
             for opened in self.hosts:
-                for session_id, session in sorted(opened.host._sessions.items()):
+                for session_id, session in opened.host._registry.items():
                     async with session.lock:
                         live = session.log.snapshot()
                         assert live == await rebuilt(fresh, session.log, session.revision)
@@ -277,7 +280,9 @@ class HostLog(RuleBasedStateMachine):
     async def _caught_up(self, host: Host, session_id: str, revision: int) -> None:
         """A follower applies what it is notified of (or finds by its catch-up query)."""
         await until(
-            lambda: session_id in host._sessions and host._sessions[session_id].revision >= revision
+            lambda: (
+                session_id in host._registry and host._registry.get(session_id).revision >= revision
+            )
         )
 
     def _fresh_store(self) -> Any:

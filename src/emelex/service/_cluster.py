@@ -22,8 +22,8 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import trio
@@ -34,7 +34,7 @@ from emelex.service._rows import page_row, store_position, wire_position
 from emelex.store import AppendResult, Lease, LeaseLost, NewEvent, OperationRecord, StoreError
 
 if TYPE_CHECKING:
-    from emelex.service._host import Host
+    from emelex.service._registry import SessionRegistry
     from emelex.service._session import HostSession as _SessionState
     from emelex.store.postgres import PostgresStore
 
@@ -75,8 +75,15 @@ class ScaleOut:
 class Cluster:
     """The Host's part in a group of Hosts on one database (see the module docs)."""
 
-    def __init__(self, host: Host, store: PostgresStore, options: ScaleOut) -> None:
-        self._host = host
+    def __init__(
+        self,
+        registry: SessionRegistry,
+        store: PostgresStore,
+        options: ScaleOut,
+        session_config: Callable[[str], Awaitable[dict[str, Any] | None]],
+    ) -> None:
+        self._registry = registry
+        self._session_config = session_config
         self._store = store
         self.options = options
         #: Unique per Host process and open: a restarted Host is a new holder.
@@ -279,7 +286,7 @@ class Cluster:
         self._expires.pop(session_id, None)
         if self._leases.pop(session_id, None) is None:
             return
-        state = self._host._sessions.get(session_id)
+        state = self._registry.find(session_id)
         if state is not None and state.cancellation is not None:
             state.cancellation.cancel()  # its commit would fail anyway: stop early
 
@@ -291,10 +298,9 @@ class Cluster:
             logger.warning("cannot follow session %s: %s", session_id, exc)
 
     async def _follow_up(self, session_id: str, sequence: int) -> None:
-        host = self._host
-        if host.closed:
+        if self._registry.closed:
             return
-        state = host._sessions.get(session_id)
+        state = self._registry.find(session_id)
         if state is None:
             await self._load(session_id)
             return
@@ -309,13 +315,12 @@ class Cluster:
             return
         self._loading.add(session_id)
         try:
-            host = self._host
-            config = await host._session_config(session_id)
-            if config is None or session_id in host._sessions:
+            config = await self._session_config(session_id)
+            if config is None or session_id in self._registry:
                 return
-            state = host._new_state(session_id, config, created_at=time.time())
+            state = self._registry.new(session_id, config, created_at=time.time())
             await self._apply(state)
-            host._register(state)
+            self._registry.adopt(state)
         finally:
             self._loading.discard(session_id)
 

@@ -30,8 +30,9 @@ from emelex.model import (
 #: Tokens counted per message for its framing (as the byte estimate does).
 MESSAGE_FRAMING = 4
 
-Prepared = Callable[[GenerationRequest], Awaitable[int]]
-Settled = Callable[[int, str, int | None], Awaitable[None]]
+#: Records a request before it runs; returns the key its end is recorded under.
+Prepared = Callable[[GenerationRequest], Awaitable[str]]
+Settled = Callable[[str, str, int | None], Awaitable[None]]
 
 
 def summarize(request: GenerationRequest) -> dict[str, Any]:
@@ -144,7 +145,7 @@ class RecordingModel:
 
     @asynccontextmanager
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationStream]:
-        sequence = await self._prepared(request)
+        key = await self._prepared(request)
         watched: _Watched | None = None
         state = "failed"
         try:
@@ -158,4 +159,4 @@ class RecordingModel:
         finally:
             tokens = None if watched is None else watched.input_tokens
             with trio.CancelScope(shield=True):
-                await self._settled(sequence, state, tokens)
+                await self._settled(key, state, tokens)

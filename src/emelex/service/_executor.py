@@ -43,11 +43,11 @@ from emelex.store import (
 )
 
 if TYPE_CHECKING:
-    from emelex.service._host import Host
+    from emelex.service._registry import Services
 
 
 async def execute(
-    host: Host,
+    services: Services,
     agent: str,
     text: str,
     *,
@@ -62,25 +62,25 @@ async def execute(
     ``max_attachment_bytes`` in all (:class:`AttachmentError`, nothing admitted).
     A retry with the same reference returns the original receipt without reading
     the resource again. Wait for the outcome with :meth:`execute_result`."""
-    host._check_open()
-    if agent not in host._agents:
+    services.registry.check_open()
+    if agent not in services.agents:
         raise UnknownAgent(f"the Host knows no agent named {agent!r}")
     if not text or len(text) > MAX_TEXT_CHARS:
         raise ServiceError(f"a task holds 1 to {MAX_TEXT_CHARS} characters")
     metas = tuple(attachments)
-    check_metadata(metas, host._max_attachment_bytes)
+    check_metadata(metas, services.max_attachment_bytes)
     body = {"agent": agent, "text": text, "attachments": [to_wire(m) for m in metas]}
     digest = operation_digest("execute", body)
     session_id = "s-" + uuid.uuid5(SESSION_NAMESPACE, f"execute\0{operation}").hex
-    if session_id in host._sessions:
-        original = await host._find(host._sessions[session_id], operation, digest)
+    if session_id in services.registry:
+        original = await services.find_receipt(services.registry.get(session_id), operation, digest)
         if original is None:
             raise OperationConflict(f"operation {operation!r} named another request")
         return from_wire(ExecuteReceipt, original)
-    workspace = host.root / "executor" / session_id
+    workspace = services.root / "executor" / session_id
     await trio.Path(workspace).mkdir(mode=0o700, parents=True)
     try:
-        await extract(resource, metas, str(workspace), limit=host._max_attachment_bytes)
+        await extract(resource, metas, str(workspace), limit=services.max_attachment_bytes)
         invocation_id = new_id()
         config = {"host": True, "agent": agent, "workspace": str(workspace), "title": None}
         admitted = {
@@ -99,21 +99,23 @@ async def execute(
             session_id=session_id,  # type: ignore[arg-type]
             receipt=operation_receipt(operation, "execute", session_id, len(events)),
         )
-        await host._store_new_session(session_id, config, events, operation, digest, receipt)
+        await services.create(session_id, config, events, operation, digest, receipt)
     except BaseException:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(
                 functools.partial(shutil.rmtree, workspace, ignore_errors=True)
             )
         raise
-    state = host._new_state(session_id, config, created_at=time.time(), events=events)
-    host._register(state).wake.set()
+    state = services.registry.new(session_id, config, created_at=time.time(), events=events)
+    services.registry.adopt(state).wake.set()
     return receipt
 
 
-async def execute_result(host: Host, session_id: str, invocation_id: str) -> ExecuteResult | None:
+async def execute_result(
+    services: Services, session_id: str, invocation_id: str
+) -> ExecuteResult | None:
     """How an Executor task ended, or None while it is queued or running."""
-    state = host._state(session_id)
+    state = services.registry.get(session_id)
     if invocation_id in state.queue:
         return None
     if invocation_id not in state.finished:
@@ -124,7 +126,9 @@ async def execute_result(host: Host, session_id: str, invocation_id: str) -> Exe
     if status == "completed":
         position: Position | None = None
         while True:
-            page = await host.history(session_id, after=position, limit=MAX_PAGE_SIZE)
+            page = await services.operations.history(
+                session_id, after=position, limit=MAX_PAGE_SIZE
+            )
             for row in page.rows:
                 if row.role == "assistant" and not row.tool_calls:
                     answer = row.body

@@ -41,11 +41,11 @@ from emelex.store import (
 )
 
 if TYPE_CHECKING:
-    from emelex.service._host import Host
+    from emelex.service._registry import Services
 
 
 async def fork(
-    host: Host,
+    services: Services,
     session_id: str,
     *,
     revision: int,
@@ -62,8 +62,8 @@ async def fork(
 
     Raises :class:`ForkRefused` when ``revision`` is newer than the source, the turn
     is unknown or not settled by then, or ``tools`` would widen the permissions."""
-    source = host._state(session_id)
-    host._check_open()
+    source = services.registry.get(session_id)
+    services.registry.check_open()
     wanted = None if tools is None else tuple(dict.fromkeys(tools))
     body = {
         "sessionId": session_id,
@@ -74,8 +74,8 @@ async def fork(
     }
     digest = operation_digest("fork", body)
     fork_id = fork_session_id(session_id, operation)
-    if fork_id in host._sessions:
-        original = await host._find(host._sessions[fork_id], operation, digest)
+    if fork_id in services.registry:
+        original = await services.find_receipt(services.registry.get(fork_id), operation, digest)
         if original is not None:
             return from_wire(ForkReceipt, original)
     if not 0 <= revision <= source.revision:
@@ -83,8 +83,8 @@ async def fork(
             f"revision {revision} is not a revision of session {session_id}"
             f" (its newest is {source.revision})"
         )
-    rows, through_turn = await fork_rows(host, source, revision, turn_id)
-    enabled = await host._enabled_tools(source)
+    rows, through_turn = await fork_rows(services, source, revision, turn_id)
+    enabled = await services.enabled_tools(source)
     if wanted is not None and not set(wanted) <= set(enabled):
         wider = sorted(set(wanted) - set(enabled))
         raise ForkRefused(f"a fork cannot enable tools its source has not: {wider}")
@@ -106,46 +106,48 @@ async def fork(
         for event in turn_events(turn, messages):
             events.append(attrs.evolve(event, payload=dict(event.payload, copied=True)))
     sequence = len(events)
-    state = host._new_state(fork_id, config, created_at=time.time(), events=events)
+    state = services.registry.new(fork_id, config, created_at=time.time(), events=events)
     receipt = ForkReceipt(
         session=state.info(),
         branch=from_wire(Branch, branch),
         receipt=operation_receipt(operation, "fork", fork_id, sequence),
     )
     try:
-        await host._store_new_session(fork_id, config, events, operation, digest, receipt)
+        await services.create(fork_id, config, events, operation, digest, receipt)
     except SessionExists:
-        original = await host._find(host._sessions[fork_id], operation, digest)
+        original = await services.find_receipt(services.registry.get(fork_id), operation, digest)
         if original is None:
             raise OperationConflict(f"operation {operation!r} named another fork") from None
         return from_wire(ForkReceipt, original)
-    newest = await host._store.last_position(fork_id)
+    newest = await services.store.last_position(fork_id)
     state.last_row = None if newest is None else wire_position(newest)
-    host._register(state)
+    services.registry.adopt(state)
     return receipt
 
 
-async def fork_receipt(host: Host, session_id: str, *, operation: str) -> ForkReceipt | None:
+async def fork_receipt(
+    services: Services, session_id: str, *, operation: str
+) -> ForkReceipt | None:
     """The fork published under ``operation`` from ``session_id``, or None. None
     proves nothing (the fork may not have been published yet) and authorizes no
     replacement: retry the original request with its reference."""
-    host._state(session_id)
+    services.registry.get(session_id)
     fork_id = fork_session_id(session_id, operation)
-    if fork_id not in host._sessions:
+    if fork_id not in services.registry:
         return None
-    stored = await host._store.operation_receipt(fork_id, operation)
+    stored = await services.store.operation_receipt(fork_id, operation)
     return None if stored is None else from_wire(ForkReceipt, json.loads(stored))
 
 
 async def fork_rows(
-    host: Host, source: HostSession, revision: int, turn_id: str | None
+    services: Services, source: HostSession, revision: int, turn_id: str | None
 ) -> tuple[list[tuple[str, list[Message]]], str | None]:
     """The source's settled turns (id, messages) up to ``revision``, through
     ``turn_id`` when given."""
     settled: list[str] = []
     after = 0
     while after < revision:
-        events = await host._store.events_after(source.session_id, after, limit=1000)
+        events = await services.store.events_after(source.session_id, after, limit=1000)
         if not events:
             break
         for event in events:
@@ -165,12 +167,12 @@ async def fork_rows(
     by_turn: dict[str, list[Message]] = {turn: [] for turn in settled}
     position: Position | None = None
     while True:
-        page = await host.history(
+        page = await services.operations.history(
             source.session_id, through=revision, after=position, limit=MAX_PAGE_SIZE
         )
         for row in page.rows:
             if row.turn_id in keep:
-                stored = await host._store.read_row(
+                stored = await services.store.read_row(
                     source.session_id, store_position(row.position), through=revision
                 )
                 assert stored is not None

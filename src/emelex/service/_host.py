@@ -28,7 +28,6 @@ from emelex._text import clip
 from emelex.agent import (
     AgentCancellation,
     AgentError,
-    current_turn,
 )
 from emelex.app import Agent, Engine, Harness
 from emelex.app import Session as AppSession
@@ -83,7 +82,6 @@ from emelex.contracts import (
     trusted,
 )
 from emelex.model import (
-    AgentModel,
     Client,
     Completed,
     GenerationOptions,
@@ -91,26 +89,21 @@ from emelex.model import (
     Message,
     from_json,
 )
-from emelex.model import to_json as to_json_message
 from emelex.service import _executor, _forks, _interactions, _workhub
 from emelex.service._cluster import Cluster, ScaleOut
-from emelex.service._context import RecordingModel, prepared_request, summarize
+from emelex.service._context import prepared_request
 from emelex.service._diagnostics import (
     DIAGNOSTIC_RECORDED,
     classify,
     diagnostic,
 )
 from emelex.service._digest import operation_digest
-from emelex.service._drafting import DraftingModel
-from emelex.service._drafts import DRAFT_INTERVAL
 from emelex.service._errors import (
-    HostClosed,
     OperationConflict,
     QueueFull,
     ServiceError,
     UnknownAgent,
     UnknownInvocation,
-    UnknownSession,
 )
 from emelex.service._events import (
     INTERACTION_RESOLVED,
@@ -118,20 +111,16 @@ from emelex.service._events import (
     QUEUE_FINISHED,
     QUEUE_STARTED,
     QUEUE_STOP,
-    REQUEST_PREPARED,
-    REQUEST_SETTLED,
     SESSION_CREATED,
     SESSION_TITLED,
-    TURN_JOURNAL,
 )
 from emelex.service._files import NAMES as FILE_NAMES
 from emelex.service._files_access import FileAuthority
 from emelex.service._files_host import session_authority
 from emelex.service._files_pages import PageCache, list_files
-from emelex.service._interactions import HostApprovals
 from emelex.service._queue import Work
 from emelex.service._read_file import read_stream
-from emelex.service._reducer import SessionLog, apply
+from emelex.service._registry import Services, SessionRegistry, find_receipt
 from emelex.service._rows import page_row, store_position, wire_position, wire_row
 from emelex.service._searching import search_page
 from emelex.service._session import HostSession
@@ -142,6 +131,7 @@ from emelex.service._state import (
     rows_after,
 )
 from emelex.service._store import open_host_store
+from emelex.service._turn_hooks import TurnHooks
 from emelex.service._watch import DEFAULT_WATCH_BUFFER, Subscriber, WatchStream
 from emelex.service._watch_files import watch_stream
 from emelex.store import (
@@ -196,8 +186,13 @@ class Host:
         self._nursery = nursery
         self._queue_capacity = queue_capacity
         self._watch_buffer = watch_buffer
-        self._sessions: dict[str, HostSession] = {}
         self._closed = False
+        self._registry = SessionRegistry(
+            capacity=queue_capacity,
+            appender=self._appender,
+            start_runner=self._start_runner,
+            is_closed=lambda: self._closed,
+        )
         #: Set when the store is shared with other Hosts (PostgreSQL): see _cluster.py.
         self._cluster: Cluster | None = None
 
@@ -261,12 +256,12 @@ class Host:
                     try:
                         yield host
                     finally:
-                        host._begin_close()
+                        host.begin_close()
             finally:
                 with trio.CancelScope(shield=True):
                     if host._cluster is not None:
                         await host._cluster.release_all()
-                    for state in host._sessions.values():
+                    for state in host._registry:
                         if state.app is not None:
                             await state.app.aclose()
                     if own_engine:
@@ -283,12 +278,12 @@ class Host:
     ) -> CreateSessionReceipt:
         """Create a session of the named agent on ``workspace`` (an existing directory).
         The session id follows from the operation reference, so a retry finds it."""
-        self._check_open()
+        self._registry.check_open()
         directory = str(await trio.Path(workspace).resolve())
         body = {"agent": agent, "workspace": directory, "title": title}
         digest = operation_digest("createSession", body)
         session_id = "s-" + uuid.uuid5(SESSION_NAMESPACE, operation).hex
-        if session_id not in self._sessions:
+        if session_id not in self._registry:
             if agent not in self._agents:
                 raise UnknownAgent(f"the Host knows no agent named {agent!r}")
             if not await trio.Path(directory).is_dir():
@@ -296,7 +291,7 @@ class Host:
         receipt = operation_receipt(operation, "createSession", session_id, 1)
         config = {"host": True, **body}
         try:
-            await self._store_new_session(
+            await self._services.create(
                 session_id,
                 config,
                 [NewEvent(SESSION_CREATED, None, dict(body))],
@@ -316,19 +311,19 @@ class Host:
             receipt = from_wire(OperationReceipt, json.loads(original))
         else:
             created = [NewEvent(SESSION_CREATED, None, dict(body))]
-            self._register(
-                self._new_state(session_id, config, created_at=time.time(), events=created)
+            self._registry.adopt(
+                self._registry.new(session_id, config, created_at=time.time(), events=created)
             )
-        return CreateSessionReceipt(session=self._state(session_id).info(), receipt=receipt)
+        return CreateSessionReceipt(session=self._registry.get(session_id).info(), receipt=receipt)
 
     def sessions(self) -> tuple[SessionInfo, ...]:
-        return tuple(state.info() for state in self._sessions.values())
+        return tuple(state.info() for state in self._registry)
 
     # -- send and stop ----------------------------------------------------------------------
     async def send(self, session_id: str, text: str, *, operation: str) -> SendReceipt:
         """Admit ``text`` to the session's queue. Raises :class:`QueueFull` (nothing is
         admitted) when the queue is full."""
-        state = self._state(session_id)
+        state = self._registry.get(session_id)
         if not text or len(text) > MAX_TEXT_CHARS:
             raise ServiceError(f"send text must hold 1 to {MAX_TEXT_CHARS} characters")
         digest = operation_digest("send", {"sessionId": session_id, "text": text})
@@ -337,13 +332,13 @@ class Host:
                 state.queue.check_room()
             except QueueFull:
                 # A retry of an admitted send still gets its receipt from a full queue.
-                original = await self._find(state, operation, digest)
+                original = await find_receipt(self._store, session_id, operation, digest)
                 if original is not None:
                     return from_wire(SendReceipt, original)
                 raise
-            self._check_open()
+            self._registry.check_open()
             invocation_id = new_id()
-            sequence = state.revision + 1
+            sequence = state.next_sequence
             receipt = SendReceipt(
                 invocation_id=invocation_id,  # type: ignore[arg-type]
                 receipt=operation_receipt(operation, "send", session_id, sequence),
@@ -362,10 +357,10 @@ class Host:
     async def stop(self, session_id: str, invocation_id: str, *, operation: str) -> StopReceipt:
         """Stop one invocation: a queued one leaves the queue; a running one is cancelled
         and settled by the harness rules (``stopping``); a finished one is left alone."""
-        state = self._state(session_id)
+        state = self._registry.get(session_id)
         digest = operation_digest("stop", {"sessionId": session_id, "invocationId": invocation_id})
         async with state.lock:
-            original = await self._find(state, operation, digest)
+            original = await find_receipt(self._store, session_id, operation, digest)
             if original is not None:
                 return from_wire(StopReceipt, original)
             if invocation_id in state.queue:
@@ -382,7 +377,7 @@ class Host:
             receipt = StopReceipt(
                 invocation_id=invocation_id,  # type: ignore[arg-type]
                 outcome=outcome,  # type: ignore[arg-type]
-                receipt=operation_receipt(operation, "stop", session_id, state.revision + 1),
+                receipt=operation_receipt(operation, "stop", session_id, state.next_sequence),
             )
             events = []
             if outcome == "removedFromQueue":
@@ -403,14 +398,14 @@ class Host:
         return receipt
 
     def queue(self, session_id: str) -> QueueSnapshot:
-        return self._state(session_id).queue_snapshot()
+        return self._registry.get(session_id).queue_snapshot()
 
     # -- interactions -------------------------------------------------------------------
     async def pending_interactions(self, session_id: str) -> PendingInteractions:
-        return await _interactions.pending_interactions(self, session_id)
+        return await _interactions.pending_interactions(self._services, session_id)
 
     async def interaction(self, session_id: str, interaction_id: str) -> Interaction:
-        return await _interactions.interaction(self, session_id, interaction_id)
+        return await _interactions.interaction(self._services, session_id, interaction_id)
 
     async def respond(
         self,
@@ -424,7 +419,7 @@ class Host:
         why). An interaction already answered or settled raises
         :class:`InteractionSettled`."""
         return await _interactions.respond(
-            self, session_id, interaction_id, response, operation=operation
+            self._services, session_id, interaction_id, response, operation=operation
         )
 
     # -- the Executor -------------------------------------------------------------------
@@ -445,12 +440,17 @@ class Host:
         A retry with the same reference returns the original receipt without reading
         the resource again. Wait for the outcome with :meth:`execute_result`."""
         return await _executor.execute(
-            self, agent, text, operation=operation, attachments=attachments, resource=resource
+            self._services,
+            agent,
+            text,
+            operation=operation,
+            attachments=attachments,
+            resource=resource,
         )
 
     async def execute_result(self, session_id: str, invocation_id: str) -> ExecuteResult | None:
         """How an Executor task ended, or None while it is queued or running."""
-        return await _executor.execute_result(self, session_id, invocation_id)
+        return await _executor.execute_result(self._services, session_id, invocation_id)
 
     # -- WorkHub ------------------------------------------------------------------------
     async def start_worker(
@@ -471,13 +471,13 @@ class Host:
         Further tasks, watching and results use the ordinary operations on the worker's
         session; :meth:`workers` lists them all."""
         return await _workhub.start_worker(
-            self, coordinator_id, origin, task, operation=operation, tools=tools
+            self._services, coordinator_id, origin, task, operation=operation, tools=tools
         )
 
     async def workers(self, coordinator_id: str) -> WorkHubSnapshot:
         """Every worker of the coordinator in start order, with its first task's state
         and, once completed, its answer."""
-        return await _workhub.workers(self, coordinator_id)
+        return await _workhub.workers(self._services, coordinator_id)
 
     # -- diagnostics --------------------------------------------------------------------
     async def diagnostics(
@@ -490,7 +490,7 @@ class Host:
     ) -> DiagnosticsPage:
         """The session's failures, newest first, under a diagnostic-revision fence
         (independent of history revisions); follow ``next_before`` with the same fence."""
-        state = self._state(session_id)
+        state = self._registry.get(session_id)
         if not 1 <= limit <= MAX_PAGE_SIZE:
             raise ServiceError(f"limit must be between 1 and {MAX_PAGE_SIZE}")
         await trio.lowlevel.checkpoint()
@@ -502,7 +502,7 @@ class Host:
     ) -> AsyncIterator[AsyncIterator[DiagnosticsRevision]]:
         """The current diagnostic revision at once, then the newest after each change
         (changes in between coalesce); read the latest page again on each one."""
-        state = self._state(session_id)
+        state = self._registry.get(session_id)
 
         async def revisions() -> AsyncGenerator[DiagnosticsRevision, None]:
             seen = -1
@@ -540,7 +540,7 @@ class Host:
         Raises :class:`ForkRefused` when ``revision`` is newer than the source, the turn
         is unknown or not settled by then, or ``tools`` would widen the permissions."""
         return await _forks.fork(
-            self,
+            self._services,
             session_id,
             revision=revision,
             operation=operation,
@@ -553,13 +553,7 @@ class Host:
         """The fork published under ``operation`` from ``session_id``, or None. None
         proves nothing (the fork may not have been published yet) and authorizes no
         replacement: retry the original request with its reference."""
-        return await _forks.fork_receipt(self, session_id, operation=operation)
-
-    async def _enabled_tools(self, state: HostSession) -> tuple[str, ...]:
-        if state.tools is not None:
-            return state.tools
-        app = await self._app_session(state)
-        return app.agent_session.enabled_tools
+        return await _forks.fork_receipt(self._services, session_id, operation=operation)
 
     # -- reading ------------------------------------------------------------------------
     async def history(
@@ -572,7 +566,7 @@ class Host:
     ) -> HistoryPage:
         """A page of rows after ``after`` under the fence ``through`` (None: the newest
         event; pass the returned fence back unchanged while following ``next_after``)."""
-        self._state(session_id)
+        self._registry.get(session_id)
         if not 1 <= limit <= MAX_PAGE_SIZE:
             raise ServiceError(f"limit must be between 1 and {MAX_PAGE_SIZE}")
         fence, rows, more = await self._store.history_page_as(
@@ -595,7 +589,7 @@ class Host:
         self, session_id: str, position: Position, *, through: int | None = None
     ) -> HistoryRow | None:
         """One row by position (hidden internal rows too) if published under the fence."""
-        self._state(session_id)
+        self._registry.get(session_id)
         row = await self._store.read_row(session_id, store_position(position), through=through)
         return None if row is None else wire_row(row)
 
@@ -611,7 +605,7 @@ class Host:
     ) -> SearchPage:
         """Hits of a literal ``query`` in up to one page of rows after ``after`` under the
         fence; a page may hold no hit while ``next_after`` is not None."""
-        self._state(session_id)
+        self._registry.get(session_id)
         if not query or len(query) > MAX_QUERY_CHARS:
             raise ServiceError(f"a search query holds 1 to {MAX_QUERY_CHARS} characters")
         # The store narrows the rows to those that may hold the query (a block scan);
@@ -640,7 +634,7 @@ class Host:
         with ``WatchEnded(reason="lagged", resume_after=...)``: watch again from there.
         ``live=True`` adds the running answer's drafts (``DraftUpdated``/``DraftCleared``,
         never stored; see docs/service/watch.md)."""
-        state = self._state(session_id)
+        state = self._registry.get(session_id)
         subscriber = Subscriber(after, self._watch_buffer, live=live)
         state.subscribers.add(subscriber)
         if live:
@@ -673,86 +667,20 @@ class Host:
         return self._closed
 
     # -- internals --------------------------------------------------------------------------
-    def _begin_close(self) -> None:
+    def begin_close(self) -> None:
         """Stop taking work; cancel running turns through their AgentCancellation so the
         harness settles them (checkpoint or rollback) and the Host records that before
         its runners return."""
         self._closed = True
         if self._cluster is not None:
             self._cluster.close()
-        for state in self._sessions.values():
+        for state in self._registry:
             for subscriber in state.subscribers:
                 subscriber.end("closed")
             if state.cancellation is not None:
                 state.cancellation.cancel()
             state.wake.set()
             state.diagnostics_changed.set()
-
-    async def _store_new_session(
-        self,
-        session_id: str,
-        config: dict[str, Any],
-        events: Sequence[NewEvent],
-        operation: str,
-        digest: str,
-        receipt: Any,
-    ) -> None:
-        """Create a session with its first events and the receipt of the operation that
-        made it, in one transaction (raises ``SessionExists`` when it is there)."""
-        await self._store.create_session(
-            session_id,
-            "{}",
-            config,
-            events=events,
-            operation=OperationRecord(operation, digest, json.dumps(to_wire(receipt))),
-        )
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise HostClosed("the Host is closed")
-
-    def _state(self, session_id: str) -> HostSession:
-        try:
-            return self._sessions[session_id]
-        except KeyError:
-            raise UnknownSession(f"the Host has no session {session_id!r}") from None
-
-    def _new_state(
-        self,
-        session_id: str,
-        config: Mapping[str, Any],
-        *,
-        created_at: float,
-        events: Sequence[NewEvent] = (),
-    ) -> HostSession:
-        """A session of ``config`` whose first stored events are ``events`` (sequences
-        1, 2, ...), applied like every other event. Not registered yet: see
-        :meth:`_register`."""
-        log = SessionLog.from_config(
-            session_id, config, created_at=created_at, capacity=self._queue_capacity
-        )
-        for sequence, event in enumerate(events, start=1):
-            apply(log, sequence, event.kind, event.turn_id, event.payload)
-        return HostSession(log, self._appender)
-
-    def _register(self, state: HostSession) -> HostSession:
-        """Add a new session and start its runner, unless this Host knows it already
-        (another Host's session reached its follower first): returns the one kept."""
-        known = self._sessions.get(state.session_id)
-        if known is not None:
-            return known
-        self._sessions[state.session_id] = state
-        self._nursery.start_soon(self._run_session, state, name=f"host-session-{state.session_id}")
-        return state
-
-    async def _find(self, state: HostSession, operation: str, digest: str) -> Any:
-        try:
-            original = await self._store.find_operation(state.session_id, operation, digest)
-        except StoreOperationConflict as exc:
-            raise OperationConflict(
-                f"operation {operation!r} was already used for a different request"
-            ) from exc
-        return None if original is None else json.loads(original)
 
     async def _appender(
         self,
@@ -770,7 +698,24 @@ class Host:
                 f"operation {exc.reference!r} was already used for a different request"
             ) from exc
 
+    @functools.cached_property
+    def _services(self) -> Services:
+        """What the operation modules get of this Host."""
+        return Services(
+            registry=self._registry,
+            store=self._store,
+            agents=self._agents,
+            root=self.root,
+            max_attachment_bytes=self._max_attachment_bytes,
+            operations=self,
+            app_session=lambda session, stored: self._app_session(session, stored=stored),
+            private_dirs=self._private_dirs(),
+        )
+
     # -- running work -------------------------------------------------------------------
+    def _start_runner(self, state: HostSession) -> None:
+        self._nursery.start_soon(self._run_session, state, name=f"host-session-{state.session_id}")
+
     async def _run_session(self, state: HostSession) -> None:
         """The session's runner, on one Host or many: claim the session (with other
         Hosts: its lease), settle what a lost Host left started, start the oldest
@@ -817,15 +762,11 @@ class Host:
         stored history; ``stored=False`` starts a session not yet in the store)."""
         if state.app is None:
             defined = self._agents[state.agent_name]
-            recording = RecordingModel(
-                self._drafting_model(state, defined.client.model),
-                functools.partial(self._request_prepared, state),
-                functools.partial(self._request_settled, state),
-            )
+            hooks = TurnHooks(state, self._nursery.start_soon)
             agent = attrs.evolve(
                 defined,
-                client=Client(recording),
-                approver=HostApprovals(state),
+                client=Client(hooks.model(defined.client.model)),
+                approver=hooks,
                 workspace=pathlib.Path(state.workspace),
             )
             history = (await self._store.load_session(state.session_id)).messages if stored else ()
@@ -836,7 +777,7 @@ class Host:
             state.app = (
                 await starter.session_id(state.session_id)
                 .history(history)
-                .tool_journal(functools.partial(self._journal, state))
+                .tool_journal(hooks.journal)
                 .start()
             )
             if state.tools is not None:
@@ -929,34 +870,17 @@ class Host:
             else:
                 await state.commit([NewEvent(SESSION_TITLED, None, {"title": title})])
 
-    async def _request_prepared(self, state: HostSession, request: GenerationRequest) -> int:
-        """Record a main request before the model starts; returns its event sequence."""
-        turn = current_turn()
-        payload = {
-            "invocationId": state.log.running or "",
-            "turnId": turn[1] if turn is not None else "",
-            **summarize(request),
-        }
-        async with state.lock:
-            await state.commit([NewEvent(REQUEST_PREPARED, payload["turnId"], payload)])
-            return state.revision
-
-    async def _request_settled(
-        self, state: HostSession, sequence: int, outcome: str, tokens: int | None
-    ) -> None:
-        payload = {"preparedSequence": sequence, "state": outcome, "providerInputTokens": tokens}
-        async with state.lock:
-            await state.commit([NewEvent(REQUEST_SETTLED, None, payload)])
-
     async def context(self, session_id: str, *, through: int | None = None) -> ContextReport:
         """The latest main request the session prepared as of the fence ``through``
         (None: now), also while it runs or after it was interrupted; None when the
         session prepared none of its own (copied history of a fork does not count)."""
-        state = self._state(session_id)
+        state = self._registry.get(session_id)
         await trio.lowlevel.checkpoint()
-        fence = state.revision if through is None else min(through, state.revision)
+        # Records a running turn has not written yet count as of the sequences they get.
+        requests, newest = state.requests_view()
+        fence = newest if through is None else min(through, newest)
         chosen = None
-        for request in reversed(state.requests):
+        for request in reversed(requests):
             if request.sequence <= fence:
                 chosen = request
                 break
@@ -998,24 +922,9 @@ class Host:
             message=message,
             invocation_id=invocation_id,
             turn_id=turn_id,
-            event_sequence=state.revision + offset,
+            event_sequence=state.next_sequence - 1 + offset,
             recorded_at_ms=int(time.time() * 1000),
         )
-
-    async def _journal(
-        self, state: HostSession, turn_id: str, checkpoint: tuple[Message, ...]
-    ) -> None:
-        """Write down, before a tool may run, what the turn commits if the Host is lost:
-        recovery then checkpoints the turn instead of rolling it back."""
-        running = state.log.running
-        if running is None:
-            raise ServiceError("a tool is starting outside of any invocation")
-        payload = {
-            "invocationId": running,
-            "messages": [json.loads(to_json_message(m)) for m in checkpoint],
-        }
-        async with state.lock:
-            await state.commit([NewEvent(TURN_JOURNAL, turn_id, payload)])
 
     @staticmethod
     def _settle_interactions(state: HostSession, invocation_id: str, by: str) -> list[NewEvent]:
@@ -1031,7 +940,7 @@ class Host:
                     outcome="interrupted",
                     by=by,  # type: ignore[arg-type]
                     reason=None,
-                    sequence=state.revision + 1,
+                    sequence=state.next_sequence,
                 ),
             )
             events.append(NewEvent(INTERACTION_RESOLVED, resolved.turn_id, to_wire(resolved)))
@@ -1047,7 +956,7 @@ class Host:
             stored_config = await self._session_config(summary.id)
             if stored_config is None:
                 continue
-            state = self._new_state(summary.id, stored_config, created_at=summary.created_at)
+            state = self._registry.new(summary.id, stored_config, created_at=summary.created_at)
             while True:
                 events = await self._store.events_after(summary.id, state.revision, limit=1000)
                 if not events:
@@ -1058,7 +967,7 @@ class Host:
             if self._cluster is None:
                 async with state.lock:
                     await self._settle_interrupted(state)
-            self._register(state)
+            self._registry.adopt(state)
 
     async def _settle_interrupted(self, state: HostSession) -> None:
         """End the invocations a lost Host had started (the caller holds the lock and,
@@ -1110,14 +1019,16 @@ class Host:
         The workspace must be the repository's root."""
         from emelex.service._git import git_status
 
-        return await git_status(self._state(session_id).workspace, self._private_dirs())
+        return await git_status(self._registry.get(session_id).workspace, self._private_dirs())
 
     async def git_diff(self, session_id: str, area: GitArea, path: bytes) -> GitDiff | None:
         """One path's diff: ``staged`` HEAD->index, ``worktree`` index->working file,
         ``untracked`` empty->working file (None: no repository)."""
         from emelex.service._git import git_diff
 
-        return await git_diff(self._state(session_id).workspace, area, path, self._private_dirs())
+        return await git_diff(
+            self._registry.get(session_id).workspace, area, path, self._private_dirs()
+        )
 
     def _private_dirs(self) -> tuple[str, ...]:
         """The Host's own state, never part of a workspace's work (when it lies inside)."""
@@ -1128,9 +1039,9 @@ class Host:
         may write its workspace is running; a retry returns the original receipt."""
         from emelex.service._patch import snapshot_patch
 
-        state = self._state(session_id)
-        self._check_open()
-        return await snapshot_patch(self, state, operation)
+        state = self._registry.get(session_id)
+        self._registry.check_open()
+        return await snapshot_patch(self._services, state, operation)
 
     async def read_patch(
         self,
@@ -1143,13 +1054,13 @@ class Host:
         """Original bytes of a captured patch from ``offset``; follow ``next_offset``."""
         from emelex.service._patch import read_patch
 
-        self._state(session_id)
-        return await read_patch(self, session_id, patch_id, offset, limit)
+        self._registry.get(session_id)
+        return await read_patch(self._services, session_id, patch_id, offset, limit)
 
     # -- workspace files (issue 14, part B): list_files, watch_files, read_file ------------
     # Thin delegations: the work lives in _files.py, _watch_files.py and _read_file.py.
     def _file_authority(self, session_id: str) -> FileAuthority:
-        state = self._state(session_id)
+        state = self._registry.get(session_id)
         agent = self._agents.get(state.agent_name)
         if agent is None:  # its hidden paths are unknown here: fail closed
             raise UnknownAgent(f"the Host knows no agent named {state.agent_name!r}")
@@ -1202,19 +1113,13 @@ class Host:
         from emelex.store.postgres import PostgresStore
 
         if isinstance(self._store, PostgresStore):
-            self._cluster = Cluster(self, self._store, options or ScaleOut())
+            self._cluster = Cluster(
+                self._registry, self._store, options or ScaleOut(), self._session_config
+            )
             await self._nursery.start(self._cluster.run)
 
     # -- live drafts (issue 15): streaming answers to live watchers ----------------------
     # Thin delegations: the work lives in _drafts.py and _drafting.py.
-    def _drafting_model(self, state: HostSession, model: AgentModel) -> AgentModel:
-        def running() -> str | None:
-            entry = state.queue.running
-            return None if entry is None else entry.work.invocation_id
-
-        state.drafts.configure(DRAFT_INTERVAL, self._nursery.start_soon)
-        return DraftingModel(model, state.drafts, running)
-
     def _attach_drafts(self, state: HostSession, subscriber: Subscriber) -> None:
         # A watcher joining mid-answer first gets each draft so far (from offset 0).
         for draft in state.drafts.current():

@@ -48,7 +48,7 @@ from emelex.store import NewEvent, OperationRecord, StoredEvent
 from emelex.store import OperationConflict as StoreOperationConflict
 
 if TYPE_CHECKING:
-    from emelex.service._host import Host
+    from emelex.service._registry import Services
     from emelex.service._session import HostSession as _SessionState
 
 #: The event recording a captured patch in its session's log.
@@ -101,19 +101,14 @@ def capture_sync(
         return Captured(head=repo.head, data=bytes(out), files=files)
 
 
-def _writers(host: Host, state: _SessionState) -> list[_SessionState]:
-    """Every session of the Host whose turns may write this session's workspace."""
-    return [other for other in host._sessions.values() if other.workspace == state.workspace]
-
-
 def _marks(writers: list[_SessionState]) -> list[tuple[int, bool]]:
     return [(other.queue.revision, other.queue.running is not None) for other in writers]
 
 
-async def _settled(host: Host, writers: list[_SessionState]) -> None:
+async def _settled(services: Services, writers: list[_SessionState]) -> None:
     """Return once no writer runs a turn (queue changes wake this up, no polling)."""
     while True:
-        host._check_open()
+        services.registry.check_open()
         if all(other.queue.running is None for other in writers):
             return
         subscriber = Subscriber(None, 8)
@@ -133,29 +128,31 @@ def _patch_id(session_id: str, operation: str) -> str:
     return "p-" + uuid.uuid5(_PATCH_NAMESPACE, f"{session_id}\0{operation}").hex
 
 
-async def snapshot_patch(host: Host, state: _SessionState, operation: str) -> SnapshotPatchReceipt:
+async def snapshot_patch(
+    services: Services, state: _SessionState, operation: str
+) -> SnapshotPatchReceipt:
     """Capture the session's completed work once its workspace writers settle."""
     session_id = state.session_id
     digest = operation_digest("snapshotPatch", {"sessionId": session_id})
-    original = await host._find(state, operation, digest)
+    original = await services.find_receipt(state, operation, digest)
     if original is not None:
         return from_wire(SnapshotPatchReceipt, original)
     while True:
-        writers = _writers(host, state)
-        await _settled(host, writers)
+        writers = services.registry.sharing(state.workspace)
+        await _settled(services, writers)
         before = _marks(writers)
         captured = await run_abortable(
-            capture_sync, state.workspace, name="snapshot-patch", private=host._private_dirs()
+            capture_sync, state.workspace, name="snapshot-patch", private=services.private_dirs
         )
         async with state.lock:
-            host._check_open()
-            if _marks(_writers(host, state)) != before:
+            services.registry.check_open()
+            if _marks(services.registry.sharing(state.workspace)) != before:
                 continue  # a turn ran meanwhile: what was read may be half-written
             receipt = _receipt(state, operation, captured)
             record = OperationRecord(operation, digest, json.dumps(to_wire(receipt)))
             event = NewEvent(PATCH_CAPTURED, None, to_wire(receipt.patch))
             try:
-                result = await host._store.append_patch(
+                result = await services.store.append_patch(
                     session_id,
                     receipt.patch.id,
                     json.dumps(to_wire(receipt.patch)),
@@ -176,7 +173,7 @@ async def snapshot_patch(host: Host, state: _SessionState, operation: str) -> Sn
 
 
 def _receipt(state: _SessionState, operation: str, captured: Captured) -> SnapshotPatchReceipt:
-    sequence = state.revision + 1
+    sequence = state.next_sequence
     info = from_wire(
         PatchInfo,
         {
@@ -204,7 +201,7 @@ def _receipt(state: _SessionState, operation: str, captured: Captured) -> Snapsh
 
 
 async def read_patch(
-    host: Host, session_id: str, patch_id: str, offset: int, limit: int
+    services: Services, session_id: str, patch_id: str, offset: int, limit: int
 ) -> PatchPage:
     """Original bytes ``[offset, offset + limit)`` of a captured patch."""
     request = ReadPatchRequest(
@@ -213,7 +210,7 @@ async def read_patch(
         offset=offset,
         limit=limit,
     )
-    found = await host._store.read_patch(session_id, request.patch_id, offset, limit)
+    found = await services.store.read_patch(session_id, request.patch_id, offset, limit)
     if found is None:
         raise UnknownPatch(f"session {session_id} captured no patch {patch_id!r}")
     info_json, size, data = found

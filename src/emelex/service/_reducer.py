@@ -244,14 +244,25 @@ def _journal(log: SessionLog, _: int, turn_id: str | None, payload: dict[str, An
 
 
 def _prepared(log: SessionLog, sequence: int, _: str | None, payload: dict[str, Any]) -> Change:
+    request_id = payload.get("requestId")
+    if request_id is not None and any(
+        r.payload.get("requestId") == request_id for r in log.requests
+    ):
+        return Change.NONE  # written again after a commit whose outcome was unknown
     log.requests.append(RequestRecord(sequence, payload))
     del log.requests[:-MAX_REQUESTS_KEPT]
     return Change.NONE
 
 
 def _settled(log: SessionLog, sequence: int, _: str | None, payload: dict[str, Any]) -> Change:
+    # Records name their request by id; logs written before that, by its sequence.
+    request_id = payload.get("requestId")
     for request in log.requests:
-        if request.sequence == payload["preparedSequence"]:
+        if (
+            request.payload.get("requestId") == request_id
+            if request_id is not None
+            else request.sequence == payload["preparedSequence"]
+        ):
             request.settled_at = sequence
             request.state = str(payload["state"])
             request.tokens = payload["providerInputTokens"]

@@ -218,7 +218,7 @@ async def _drain(host: Host, apps: list[HostApp], grace: float) -> None:
     with trio.move_on_after(grace):
         while _busy(host):  # noqa: ASYNC110 (the Host announces no "all idle" event)
             await trio.sleep(0.05)
-    host._begin_close()  # ends watches ("closed") and settles running turns
+    host.begin_close()  # ends watches ("closed") and settles running turns
 
 
 async def serve(

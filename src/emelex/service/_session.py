@@ -72,6 +72,8 @@ class HostSession:
         self.log = log
         self._appender = appender
         self.lock = trio.Lock()
+        #: Records written with the next commit (see :meth:`defer`).
+        self._deferred: list[NewEvent] = []
         self.wake = trio.Event()
         self.app: AppSession | None = None
         #: The running turn's cancellation while this Host runs one.
@@ -150,7 +152,29 @@ class HostSession:
     def diagnostics(self) -> DiagnosticLog:
         return self.log.diagnostics
 
+    @property
+    def next_sequence(self) -> int:
+        """The sequence the first event of the next commit gets (deferred records go
+        first)."""
+        return self.log.revision + 1 + len(self._deferred)
+
+    def requests_view(self) -> tuple[list[RequestRecord], int]:
+        """The context records as of now, deferred ones included (applied by the same
+        reducer to a scratch copy, at the sequences they will get), and that revision."""
+        if not self._deferred:
+            return self.log.requests, self.log.revision
+        scratch = attrs.evolve(self.log, requests=[attrs.evolve(r) for r in self.log.requests])
+        for sequence, event in enumerate(self._deferred, start=self.log.revision + 1):
+            apply(scratch, sequence, event.kind, event.turn_id, event.payload)
+        return scratch.requests, scratch.revision
+
     # -- writing ------------------------------------------------------------------------
+    def defer(self, event: NewEvent) -> None:
+        """Write ``event`` with this session's next commit (the caller holds the lock).
+        For records whose loss in a crash harms nothing (a turn's request records): a
+        turn's every commit, and its end, carries them."""
+        self._deferred.append(event)
+
     async def commit(
         self, events: Sequence[NewEvent], operation: OperationRecord | None = None
     ) -> str | None:
@@ -158,9 +182,12 @@ class HostSession:
         Returns the original receipt when ``operation`` was already applied (nothing is
         appended then), else None. Checkpoints; cancelled, the append either committed
         whole or not at all (the caller shields when it must know)."""
-        result = await self._appender(self, events, operation)
+        batch = [*self._deferred, *events] if self._deferred else events
+        result = await self._appender(self, batch, operation)
         if result.replayed:
             return result.receipt
+        self._deferred.clear()
+        events = batch
         changed = Change.NONE
         for sequence, event in zip(result.sequences, events, strict=True):
             changed |= apply(self.log, sequence, event.kind, event.turn_id, event.payload)

@@ -42,11 +42,11 @@ from emelex.store import (
 )
 
 if TYPE_CHECKING:
-    from emelex.service._host import Host
+    from emelex.service._registry import Services
 
 
 async def start_worker(
-    host: Host,
+    services: Services,
     coordinator_id: str,
     origin: ForkWorker | AgentWorker,
     task: str,
@@ -62,8 +62,8 @@ async def start_worker(
     after a lost answer (or a Host restart halfway) completes the same worker.
     Further tasks, watching and results use the ordinary operations on the worker's
     session; :meth:`workers` lists them all."""
-    coordinator = host._state(coordinator_id)
-    host._check_open()
+    coordinator = services.registry.get(coordinator_id)
+    services.registry.check_open()
     body = {
         "coordinatorId": coordinator_id,
         "origin": to_wire(origin),
@@ -71,7 +71,7 @@ async def start_worker(
         "tools": None if tools is None else list(tools),
     }
     digest = operation_digest("startWorker", body)
-    original = await host._find(coordinator, operation, digest)
+    original = await services.find_receipt(coordinator, operation, digest)
     if original is not None:
         return from_wire(WorkerReceipt, original)
     known = [w for w in coordinator.workers if w[2] != operation]
@@ -79,13 +79,13 @@ async def start_worker(
         raise QueueFull(f"the coordinator already has {MAX_WORKERS} workers")
     # Sub-operations of this one, each idempotent on its own (ids stay within 128).
     step = f"worker.{operation}"[:118]
-    allowed = await host._enabled_tools(coordinator)
+    allowed = await services.enabled_tools(coordinator)
     wanted = tuple(dict.fromkeys(tools)) if tools is not None else allowed
     if not set(wanted) <= set(allowed):
         wider = sorted(set(wanted) - set(allowed))
         raise ForkRefused(f"a worker cannot enable tools its coordinator has not: {wider}")
     if isinstance(origin, ForkWorker):
-        forked = await host.fork(
+        forked = await services.operations.fork(
             coordinator_id,
             revision=coordinator.revision,
             turn_id=origin.turn_id,
@@ -94,9 +94,9 @@ async def start_worker(
         )
         worker_id: str = forked.session.id
     else:
-        worker_id = await create_worker(host, coordinator, origin.agent, wanted, step + ".new")
-    sent = await host.send(worker_id, task, operation=step + ".task")
-    sequence = coordinator.revision + 1
+        worker_id = await create_worker(services, coordinator, origin.agent, wanted, step + ".new")
+    sent = await services.operations.send(worker_id, task, operation=step + ".task")
+    sequence = coordinator.next_sequence
     receipt = WorkerReceipt(
         worker_id=worker_id,  # type: ignore[arg-type]
         invocation_id=sent.invocation_id,
@@ -117,13 +117,13 @@ async def start_worker(
     return receipt
 
 
-async def workers(host: Host, coordinator_id: str) -> WorkHubSnapshot:
+async def workers(services: Services, coordinator_id: str) -> WorkHubSnapshot:
     """Every worker of the coordinator in start order, with its first task's state
     and, once completed, its answer."""
-    coordinator = host._state(coordinator_id)
+    coordinator = services.registry.get(coordinator_id)
     statuses = []
     for worker_id, invocation_id, _ in coordinator.workers:
-        worker = host._state(worker_id)
+        worker = services.registry.get(worker_id)
         if invocation_id in worker.queue:
             running = worker.queue.running
             state = (
@@ -133,7 +133,7 @@ async def workers(host: Host, coordinator_id: str) -> WorkHubSnapshot:
             )
             result = None
         else:
-            done = await host.execute_result(worker_id, invocation_id)
+            done = await services.operations.execute_result(worker_id, invocation_id)
             assert done is not None
             state, result = done.status, done.answer
         statuses.append(
@@ -151,14 +151,14 @@ async def workers(host: Host, coordinator_id: str) -> WorkHubSnapshot:
 
 
 async def create_worker(
-    host: Host, coordinator: HostSession, agent: str, tools: tuple[str, ...], operation: str
+    services: Services, coordinator: HostSession, agent: str, tools: tuple[str, ...], operation: str
 ) -> str:
     """A new session of ``agent`` on the coordinator's workspace, narrowed to
     ``tools``; its id follows from the coordinator and the operation."""
-    if agent not in host._agents:
+    if agent not in services.agents:
         raise UnknownAgent(f"the Host knows no agent named {agent!r}")
     worker_id = fork_session_id(coordinator.session_id, operation)
-    if worker_id in host._sessions:
+    if worker_id in services.registry:
         return worker_id
     config = {
         "host": True,
@@ -169,9 +169,9 @@ async def create_worker(
         "coordinator": coordinator.session_id,
     }
     created = [NewEvent(SESSION_CREATED, None, config)]
-    state = host._new_state(worker_id, config, created_at=time.time(), events=created)
+    state = services.registry.new(worker_id, config, created_at=time.time(), events=created)
     # Narrow now, so a tool the agent lacks fails here and not in its first turn.
-    app = await host._app_session(state, stored=False)
+    app = await services.app_session(state, False)
     try:
         missing = sorted(set(tools) - set(app.agent_session.available_tools))
         if missing:
@@ -181,10 +181,10 @@ async def create_worker(
             [t for t in app.agent_session.available_tools if t in set(tools)]
         )
         with contextlib.suppress(SessionExists):  # a retry after a lost answer
-            await host._store.create_session(worker_id, "{}", config, events=created)
+            await services.store.create_session(worker_id, "{}", config, events=created)
     except BaseException:
         with trio.CancelScope(shield=True):
             await app.aclose()
         raise
-    host._register(state)
+    services.registry.adopt(state)
     return worker_id

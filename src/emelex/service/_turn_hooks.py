@@ -1,0 +1,125 @@
+"""The one seam between a running turn and its Host session.
+
+A turn reaches its session through a single :class:`TurnHooks`: the model it calls is
+wrapped to record each main request (for context reports) and to stream live drafts; its
+approvals become durable interactions; its tool journal is written before each tool may
+start. Writes are batched: request records wait in the session (see
+:meth:`HostSession.defer`) and go to the store with the turn's next commit, so a turn with
+one tool call takes three store transactions (its start, the journal, its end). The crash
+rules stay: the journal is durable before the tool starts, an interaction is durable
+before any client can answer it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from emelex._ids import new_id
+from emelex.agent import ApprovalContext, ApprovalDecision, Deny, current_turn
+from emelex.contracts import Interaction, ToolCallInfo, from_wire, to_wire
+from emelex.model import AgentModel, GenerationRequest, Message
+from emelex.model import to_json as to_json_message
+from emelex.service._context import RecordingModel, summarize
+from emelex.service._drafting import DraftingModel
+from emelex.service._drafts import DRAFT_INTERVAL
+from emelex.service._errors import ServiceError
+from emelex.service._events import (
+    INTERACTION_REQUESTED,
+    REQUEST_PREPARED,
+    REQUEST_SETTLED,
+    TURN_JOURNAL,
+)
+from emelex.service._session import HostSession
+from emelex.store import NewEvent
+
+Spawn = Callable[..., Any]
+
+
+class TurnHooks:
+    """What a Host session's turns call (model records, drafts, approvals, journal).
+    It holds the session only; the Host hands it nothing else."""
+
+    def __init__(self, session: HostSession, spawn: Spawn) -> None:
+        self._session = session
+        session.drafts.configure(DRAFT_INTERVAL, spawn)
+
+    def model(self, inner: AgentModel) -> AgentModel:
+        """``inner`` recording its requests and drafting its deltas."""
+        session = self._session
+        drafting = DraftingModel(inner, session.drafts, lambda: session.log.running)
+        return RecordingModel(drafting, self.prepared, self.settled)
+
+    # -- request records (deferred to the turn's next commit) ---------------------------
+    async def prepared(self, request: GenerationRequest) -> str:
+        """Record a main request before the model starts; returns its id."""
+        turn = current_turn()
+        request_id = new_id()
+        payload = {
+            "requestId": request_id,
+            "invocationId": self._session.log.running or "",
+            "turnId": turn[1] if turn is not None else "",
+            **summarize(request),
+        }
+        async with self._session.lock:
+            self._session.defer(NewEvent(REQUEST_PREPARED, payload["turnId"], payload))
+        return request_id
+
+    async def settled(self, request_id: str, outcome: str, tokens: int | None) -> None:
+        payload = {"requestId": request_id, "state": outcome, "providerInputTokens": tokens}
+        async with self._session.lock:
+            self._session.defer(NewEvent(REQUEST_SETTLED, None, payload))
+
+    # -- the tool journal ---------------------------------------------------------------
+    async def journal(self, turn_id: str, checkpoint: tuple[Message, ...]) -> None:
+        """Write down, before a tool may run, what the turn commits if the Host is lost:
+        recovery then checkpoints the turn instead of rolling it back. Durable when
+        this returns (with the request records waiting so far)."""
+        running = self._session.log.running
+        if running is None:
+            raise ServiceError("a tool is starting outside of any invocation")
+        payload = {
+            "invocationId": running,
+            "messages": [json.loads(to_json_message(m)) for m in checkpoint],
+        }
+        async with self._session.lock:
+            await self._session.commit([NewEvent(TURN_JOURNAL, turn_id, payload)])
+
+    # -- approvals ----------------------------------------------------------------------
+    async def decide(self, context: ApprovalContext) -> ApprovalDecision:
+        """Each approval becomes a durable interaction that a client answers with
+        ``respond`` (after reconnecting, or through another Host); the turn waits."""
+        session = self._session
+        running = session.log.running
+        if running is None:
+            return Deny("no invocation is running")
+        interaction_id = new_id()
+        async with session.lock:
+            interaction = from_wire(
+                Interaction,
+                {
+                    "id": interaction_id,
+                    "sessionId": session.session_id,
+                    "invocationId": running,
+                    "turnId": context.turn_id,
+                    "toolCall": to_wire(
+                        ToolCallInfo(
+                            id=context.call.id,
+                            name=context.call.name,
+                            arguments=dict(context.call.arguments),
+                        )
+                    ),
+                    "reason": context.reason[:4096],
+                    "state": "pending",
+                    "requestedSequence": session.next_sequence,
+                    "resolution": None,
+                },
+            )
+            await session.commit(
+                [NewEvent(INTERACTION_REQUESTED, context.turn_id, to_wire(interaction))]
+            )
+            waiter = session.waiter(interaction_id)
+        await waiter.answered.wait()
+        assert waiter.decision is not None
+        return waiter.decision
