@@ -16,7 +16,7 @@ from typing import Any
 
 import trio
 
-from emelex.contracts import PreparedRequest, RoleGroup, ToolSchema, trusted
+from emelex.contracts import ContextReport, PreparedRequest, RoleGroup, ToolSchema, trusted
 from emelex.model import (
     AgentModel,
     Capabilities,
@@ -26,6 +26,7 @@ from emelex.model import (
     GenerationStream,
     estimate_tokens,
 )
+from emelex.service._session import HostSession
 
 #: Tokens counted per message for its framing (as the byte estimate does).
 MESSAGE_FRAMING = 4
@@ -160,3 +161,34 @@ class RecordingModel:
             tokens = None if watched is None else watched.input_tokens
             with trio.CancelScope(shield=True):
                 await self._settled(key, state, tokens)
+
+
+def context_report(session: HostSession, through: int | None) -> ContextReport:
+    """The context report of ``session`` under the fence ``through`` (None: now)."""
+    state = session
+    # Records a running turn has not written yet count as of the sequences they get.
+    requests, newest = state.requests_view()
+    fence = newest if through is None else min(through, newest)
+    chosen = None
+    for request in reversed(requests):
+        if request.sequence <= fence:
+            chosen = request
+            break
+    report = None
+    if chosen is not None:
+        settled = chosen.settled_at is not None and chosen.settled_at <= fence
+        if settled:
+            outcome = chosen.state
+        elif chosen.settled_at is not None or state.queue.running is not None:
+            outcome = "running"  # as of the fence (it ended later, or runs now)
+        else:
+            outcome = "interrupted"  # it never ended: the Host stopped meanwhile
+        report = prepared_request(
+            chosen.payload,
+            invocation_id=chosen.payload["invocationId"],
+            turn_id=chosen.payload["turnId"],
+            state=outcome,
+            prepared_sequence=chosen.sequence,
+            provider_input_tokens=chosen.tokens if settled else None,
+        )
+    return ContextReport(session_id=session.session_id, through=fence, request=report)  # type: ignore[arg-type]

@@ -10,38 +10,24 @@ rows, the end of its invocation and the settlement of its interactions commit to
 from __future__ import annotations
 
 import functools
-import json
 import os
 import pathlib
-import time
-import uuid
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
-import attrs
 import trio
 
-from emelex._errors import EmelexError
-from emelex._ids import new_id
-from emelex._text import clip
-from emelex.agent import (
-    AgentCancellation,
-    AgentError,
-)
 from emelex.app import Agent, Engine, Harness
-from emelex.app import Session as AppSession
 from emelex.contracts import (
     MAX_ATTACHMENT_BYTES,
     MAX_PAGE_SIZE,
     MAX_PATCH_PAGE_BYTES,
     MAX_QUERY_CHARS,
-    MAX_TEXT_CHARS,
     AgentWorker,
     AttachmentMeta,
     ContextReport,
     CreateSessionReceipt,
-    Diagnostic,
     DiagnosticsPage,
     DiagnosticsRevision,
     ExecuteReceipt,
@@ -57,14 +43,12 @@ from emelex.contracts import (
     Interaction,
     InteractionResponse,
     InteractionsChanged,
-    OperationReceipt,
     PatchPage,
     PendingInteractions,
     Position,
     QueueChanged,
     QueueSnapshot,
     ReadFileUpdate,
-    Resolution,
     RespondReceipt,
     RowsPublished,
     SearchPage,
@@ -77,79 +61,44 @@ from emelex.contracts import (
     WorkerReceipt,
     WorkHubSnapshot,
     WorkspacePath,
-    from_wire,
-    to_wire,
     trusted,
 )
-from emelex.model import (
-    Client,
-    Completed,
-    GenerationOptions,
-    GenerationRequest,
-    Message,
-    from_json,
-)
-from emelex.service import _executor, _forks, _interactions, _workhub
+from emelex.service import _admission, _executor, _forks, _interactions, _workhub
 from emelex.service._cluster import Cluster, ScaleOut
-from emelex.service._context import prepared_request
-from emelex.service._diagnostics import (
-    DIAGNOSTIC_RECORDED,
-    classify,
-    diagnostic,
-)
-from emelex.service._digest import operation_digest
+from emelex.service._context import context_report
 from emelex.service._errors import (
     OperationConflict,
-    QueueFull,
     ServiceError,
     UnknownAgent,
-    UnknownInvocation,
-)
-from emelex.service._events import (
-    INTERACTION_RESOLVED,
-    QUEUE_ADMITTED,
-    QUEUE_FINISHED,
-    QUEUE_STARTED,
-    QUEUE_STOP,
-    SESSION_CREATED,
-    SESSION_TITLED,
 )
 from emelex.service._files import NAMES as FILE_NAMES
 from emelex.service._files_access import FileAuthority
 from emelex.service._files_host import session_authority
 from emelex.service._files_pages import PageCache, list_files
-from emelex.service._queue import Work
 from emelex.service._read_file import read_stream
-from emelex.service._registry import Services, SessionRegistry, find_receipt
-from emelex.service._rows import page_row, store_position, wire_position, wire_row
+from emelex.service._recovery import recover
+from emelex.service._registry import Services, SessionRegistry
+from emelex.service._rows import page_row, store_position, wire_row
+from emelex.service._runner import Runner
 from emelex.service._searching import search_page
 from emelex.service._session import HostSession
 from emelex.service._state import (
-    SESSION_NAMESPACE,
-    operation_receipt,
-    resolved_interaction,
     rows_after,
 )
 from emelex.service._store import open_host_store
-from emelex.service._turn_hooks import TurnHooks
 from emelex.service._watch import DEFAULT_WATCH_BUFFER, Subscriber, WatchStream
 from emelex.service._watch_files import watch_stream
 from emelex.store import (
     AppendResult,
     NewEvent,
     OperationRecord,
-    SessionExists,
     SqliteStore,
     Store,
-    StoreError,
-    turn_events,
 )
 from emelex.store import OperationConflict as StoreOperationConflict
 
 #: Unfinished invocations one session's queue holds.
 DEFAULT_QUEUE_CAPACITY: Final = 64
-#: How long the automatic title call of a session may take.
-TITLE_SECONDS: Final = 60.0
 
 
 class Host:
@@ -178,23 +127,30 @@ class Host:
     ) -> None:
         self.root = root
         self._harnesses = dict(harnesses or {})
-        self._titles = titles
         self._max_attachment_bytes = max_attachment_bytes
         self._store = store
-        self._engine = engine
         self._agents = dict(agents)
         self._nursery = nursery
-        self._queue_capacity = queue_capacity
         self._watch_buffer = watch_buffer
         self._closed = False
         self._registry = SessionRegistry(
             capacity=queue_capacity,
             appender=self._appender,
-            start_runner=self._start_runner,
+            start_runner=lambda session: self._runner.start(session),
             is_closed=lambda: self._closed,
         )
         #: Set when the store is shared with other Hosts (PostgreSQL): see _cluster.py.
         self._cluster: Cluster | None = None
+        self._runner = Runner(
+            registry=self._registry,
+            store=store,
+            engine=engine,
+            agents=self._agents,
+            harnesses=self._harnesses,
+            spawn=nursery.start_soon,
+            cluster=lambda: self._cluster,
+            titles=titles,
+        )
 
     @classmethod
     @asynccontextmanager
@@ -252,7 +208,9 @@ class Host:
                         harnesses=harnesses,
                     )
                     await host._join_cluster(scale_out)
-                    await host._recover()
+                    await recover(
+                        opened, host._registry, host._session_config, alone=host._cluster is None
+                    )
                     try:
                         yield host
                     finally:
@@ -278,43 +236,9 @@ class Host:
     ) -> CreateSessionReceipt:
         """Create a session of the named agent on ``workspace`` (an existing directory).
         The session id follows from the operation reference, so a retry finds it."""
-        self._registry.check_open()
-        directory = str(await trio.Path(workspace).resolve())
-        body = {"agent": agent, "workspace": directory, "title": title}
-        digest = operation_digest("createSession", body)
-        session_id = "s-" + uuid.uuid5(SESSION_NAMESPACE, operation).hex
-        if session_id not in self._registry:
-            if agent not in self._agents:
-                raise UnknownAgent(f"the Host knows no agent named {agent!r}")
-            if not await trio.Path(directory).is_dir():
-                raise ServiceError(f"workspace {directory} is not a directory")
-        receipt = operation_receipt(operation, "createSession", session_id, 1)
-        config = {"host": True, **body}
-        try:
-            await self._services.create(
-                session_id,
-                config,
-                [NewEvent(SESSION_CREATED, None, dict(body))],
-                operation,
-                digest,
-                receipt,
-            )
-        except SessionExists:
-            try:
-                original = await self._store.find_operation(session_id, operation, digest)
-            except StoreOperationConflict as exc:
-                raise OperationConflict(str(exc)) from exc
-            if original is None:
-                raise OperationConflict(
-                    f"operation {operation!r} names another session's creation"
-                ) from None
-            receipt = from_wire(OperationReceipt, json.loads(original))
-        else:
-            created = [NewEvent(SESSION_CREATED, None, dict(body))]
-            self._registry.adopt(
-                self._registry.new(session_id, config, created_at=time.time(), events=created)
-            )
-        return CreateSessionReceipt(session=self._registry.get(session_id).info(), receipt=receipt)
+        return await _admission.create_session(
+            self._services, agent, workspace, operation=operation, title=title
+        )
 
     def sessions(self) -> tuple[SessionInfo, ...]:
         return tuple(state.info() for state in self._registry)
@@ -323,79 +247,12 @@ class Host:
     async def send(self, session_id: str, text: str, *, operation: str) -> SendReceipt:
         """Admit ``text`` to the session's queue. Raises :class:`QueueFull` (nothing is
         admitted) when the queue is full."""
-        state = self._registry.get(session_id)
-        if not text or len(text) > MAX_TEXT_CHARS:
-            raise ServiceError(f"send text must hold 1 to {MAX_TEXT_CHARS} characters")
-        digest = operation_digest("send", {"sessionId": session_id, "text": text})
-        async with state.lock:
-            try:
-                state.queue.check_room()
-            except QueueFull:
-                # A retry of an admitted send still gets its receipt from a full queue.
-                original = await find_receipt(self._store, session_id, operation, digest)
-                if original is not None:
-                    return from_wire(SendReceipt, original)
-                raise
-            self._registry.check_open()
-            invocation_id = new_id()
-            sequence = state.next_sequence
-            receipt = SendReceipt(
-                invocation_id=invocation_id,  # type: ignore[arg-type]
-                receipt=operation_receipt(operation, "send", session_id, sequence),
-            )
-            payload = {"invocationId": invocation_id, "operation": operation, "text": text}
-            # One store round trip: the replay check happens inside the append.
-            replayed = await state.commit(
-                [NewEvent(QUEUE_ADMITTED, None, payload)],
-                OperationRecord(operation, digest, json.dumps(to_wire(receipt))),
-            )
-            if replayed is not None:
-                return from_wire(SendReceipt, json.loads(replayed))
-        state.wake.set()
-        return receipt
+        return await _admission.send(self._services, session_id, text, operation=operation)
 
     async def stop(self, session_id: str, invocation_id: str, *, operation: str) -> StopReceipt:
         """Stop one invocation: a queued one leaves the queue; a running one is cancelled
         and settled by the harness rules (``stopping``); a finished one is left alone."""
-        state = self._registry.get(session_id)
-        digest = operation_digest("stop", {"sessionId": session_id, "invocationId": invocation_id})
-        async with state.lock:
-            original = await find_receipt(self._store, session_id, operation, digest)
-            if original is not None:
-                return from_wire(StopReceipt, original)
-            if invocation_id in state.queue:
-                running = state.queue.running
-                outcome = (
-                    "stopping"
-                    if running is not None and running.work.invocation_id == invocation_id
-                    else "removedFromQueue"
-                )
-            elif invocation_id in state.finished:
-                outcome = "alreadyFinished"
-            else:
-                raise UnknownInvocation(f"session {session_id} never admitted {invocation_id}")
-            receipt = StopReceipt(
-                invocation_id=invocation_id,  # type: ignore[arg-type]
-                outcome=outcome,  # type: ignore[arg-type]
-                receipt=operation_receipt(operation, "stop", session_id, state.next_sequence),
-            )
-            events = []
-            if outcome == "removedFromQueue":
-                events.append(
-                    NewEvent(
-                        QUEUE_FINISHED,
-                        None,
-                        {"invocationId": invocation_id, "outcome": "stopped"},
-                    )
-                )
-            else:
-                events.append(NewEvent(QUEUE_STOP, None, {"invocationId": invocation_id}))
-            # The reducer records the outcome; a running turn is cancelled by its runner's
-            # session when the stop is applied (here, or on the Host that runs it).
-            await state.commit(
-                events, OperationRecord(operation, digest, json.dumps(to_wire(receipt)))
-            )
-        return receipt
+        return await _admission.stop(self._services, session_id, invocation_id, operation=operation)
 
     def queue(self, session_id: str) -> QueueSnapshot:
         return self._registry.get(session_id).queue_snapshot()
@@ -708,167 +565,9 @@ class Host:
             root=self.root,
             max_attachment_bytes=self._max_attachment_bytes,
             operations=self,
-            app_session=lambda session, stored: self._app_session(session, stored=stored),
+            app_session=lambda session, stored: self._runner.app_session(session, stored=stored),
             private_dirs=self._private_dirs(),
         )
-
-    # -- running work -------------------------------------------------------------------
-    def _start_runner(self, state: HostSession) -> None:
-        self._nursery.start_soon(self._run_session, state, name=f"host-session-{state.session_id}")
-
-    async def _run_session(self, state: HostSession) -> None:
-        """The session's runner, on one Host or many: claim the session (with other
-        Hosts: its lease), settle what a lost Host left started, start the oldest
-        queued work, run it, repeat; sleep while there is nothing to do."""
-        cluster = self._cluster
-        if cluster is not None:
-            cluster.enter_runner(state)
-        while not self._closed:
-            if state.queue.next_to_run() is None and (
-                cluster is None or state.queue.running is None
-            ):
-                state.wake = trio.Event()
-                await state.wake.wait()
-                continue
-            try:
-                if cluster is not None and not await cluster.claim(state):
-                    continue
-                async with state.lock:
-                    # While this waited for the lock the Host may have begun closing,
-                    # or a stop may have taken the work out of the queue.
-                    if self.closed:
-                        return
-                    await self._settle_interrupted(state)
-                    work = state.queue.next_to_run()
-                    if work is None:
-                        continue
-                    # Set before the append awaits, so a close that begins meanwhile
-                    # cancels this turn (it then settles at once, as interrupted).
-                    cancellation = state.cancellation = AgentCancellation()
-                    await state.commit(
-                        [NewEvent(QUEUE_STARTED, None, {"invocationId": work.invocation_id})]
-                    )
-                    if state.log.running != work.invocation_id:
-                        state.cancellation = None
-                        continue  # (only a log other Hosts wrote to can say otherwise)
-                await self._run_turn(state, work, cancellation)
-            except StoreError as exc:
-                if cluster is None:
-                    raise
-                cluster.abandon(state, exc)  # LeaseLost, or a database lost mid-commit
-
-    async def _app_session(self, state: HostSession, *, stored: bool = True) -> AppSession:
-        """The running engine session of ``state`` (started on first use from its
-        stored history; ``stored=False`` starts a session not yet in the store)."""
-        if state.app is None:
-            defined = self._agents[state.agent_name]
-            hooks = TurnHooks(state, self._nursery.start_soon)
-            agent = attrs.evolve(
-                defined,
-                client=Client(hooks.model(defined.client.model)),
-                approver=hooks,
-                workspace=pathlib.Path(state.workspace),
-            )
-            history = (await self._store.load_session(state.session_id)).messages if stored else ()
-            starter = self._engine.create(agent)
-            harness = self._harnesses.get(state.agent_name)
-            if harness is not None:
-                starter = starter.harness(harness)
-            state.app = (
-                await starter.session_id(state.session_id)
-                .history(history)
-                .tool_journal(hooks.journal)
-                .start()
-            )
-            if state.tools is not None:
-                state.app.agent_session.set_enabled_tools(state.tools)
-        return state.app
-
-    async def _run_turn(
-        self, state: HostSession, work: Work, cancellation: AgentCancellation
-    ) -> None:
-        turn_id = new_id()
-        outcome = "completed"
-        error: dict[str, Any] | None = None
-        failure: BaseException | None = None
-        try:
-            app = await self._app_session(state)
-            turn = await app.send_and_wait(work.text, cancellation=cancellation)
-            events = turn_events(turn.turn_id, turn.messages)
-            turn_id = turn.turn_id
-        except AgentError as exc:
-            if cancellation.cancelled:
-                outcome = "interrupted" if self._closed else "stopped"
-            else:
-                outcome = "failed"
-            error = {"type": type(exc).__name__, "message": str(exc)[:4096]}
-            failure = exc
-            if exc.rolled_back is False:
-                events = turn_events(turn_id, exc.checkpoint, outcome="checkpointed")
-            else:
-                events = turn_events(turn_id, (), outcome="rolled_back")
-        except EmelexError as exc:
-            # The session could not start (an integration failed, the agent is invalid):
-            # nothing ran, so nothing is committed.
-            outcome = "failed"
-            error = {"type": type(exc).__name__, "message": str(exc)[:4096]}
-            failure = exc
-            events = turn_events(turn_id, (), outcome="rolled_back")
-        with trio.CancelScope(shield=True):
-            async with state.lock:
-                settled = self._settle_interactions(state, work.invocation_id, "stop")
-                finished: dict[str, Any] = {
-                    "invocationId": work.invocation_id,
-                    "outcome": outcome,
-                }
-                if error is not None:
-                    finished["error"] = error
-                batch = [*events, *settled, NewEvent(QUEUE_FINISHED, turn_id, finished)]
-                if outcome == "failed" and failure is not None:
-                    kind, code, message = classify(failure)
-                    recorded = self._diagnostic(
-                        state, kind, code, message, work.invocation_id, turn_id, len(batch)
-                    )
-                    batch.append(NewEvent(DIAGNOSTIC_RECORDED, turn_id, to_wire(recorded)))
-                state.cancellation = None
-                await state.commit(batch)
-        if self._titles and outcome == "completed" and state.title is None:
-            await self._make_title(state, work.text, turn_id)
-
-    async def _make_title(self, state: HostSession, text: str, turn_id: str) -> None:
-        """Ask the agent's model for a short title; record it, or a title diagnostic."""
-        client = self._agents[state.agent_name].client
-        request = GenerationRequest(
-            [
-                Message.system(
-                    "Reply with a title of at most eight words for a conversation that"
-                    " starts with the user's message. Reply with the title only."
-                ),
-                Message.user(text[:2000]),
-            ],
-            options=GenerationOptions(max_tokens=24),
-        )
-        title = ""
-        failure: str | None = None
-        with trio.move_on_after(TITLE_SECONDS) as scope:
-            try:
-                async with client.generate(request) as stream:
-                    async for event in stream:
-                        if isinstance(event, Completed):
-                            title = " ".join(event.response.text.split())
-            except Exception as exc:  # any model's failure; a title never fails a turn
-                failure = f"the title call failed ({type(exc).__name__})"
-        if scope.cancelled_caught:
-            failure = f"the title call took longer than {TITLE_SECONDS:g} s"
-        title = clip(title.strip(" \"'"), 80)
-        if failure is None and not title:
-            failure = "the model answered the title call with no text"
-        async with state.lock:
-            if failure is not None:
-                recorded = self._diagnostic(state, "title", "modelError", failure, None, turn_id, 1)
-                await state.commit([NewEvent(DIAGNOSTIC_RECORDED, turn_id, to_wire(recorded))])
-            else:
-                await state.commit([NewEvent(SESSION_TITLED, None, {"title": title})])
 
     async def context(self, session_id: str, *, through: int | None = None) -> ContextReport:
         """The latest main request the session prepared as of the fence ``through``
@@ -876,134 +575,7 @@ class Host:
         session prepared none of its own (copied history of a fork does not count)."""
         state = self._registry.get(session_id)
         await trio.lowlevel.checkpoint()
-        # Records a running turn has not written yet count as of the sequences they get.
-        requests, newest = state.requests_view()
-        fence = newest if through is None else min(through, newest)
-        chosen = None
-        for request in reversed(requests):
-            if request.sequence <= fence:
-                chosen = request
-                break
-        report = None
-        if chosen is not None:
-            settled = chosen.settled_at is not None and chosen.settled_at <= fence
-            if settled:
-                outcome = chosen.state
-            elif chosen.settled_at is not None or state.queue.running is not None:
-                outcome = "running"  # as of the fence (it ended later, or runs now)
-            else:
-                outcome = "interrupted"  # it never ended: the Host stopped meanwhile
-            report = prepared_request(
-                chosen.payload,
-                invocation_id=chosen.payload["invocationId"],
-                turn_id=chosen.payload["turnId"],
-                state=outcome,
-                prepared_sequence=chosen.sequence,
-                provider_input_tokens=chosen.tokens if settled else None,
-            )
-        return ContextReport(session_id=session_id, through=fence, request=report)  # type: ignore[arg-type]
-
-    def _diagnostic(
-        self,
-        state: HostSession,
-        kind: str,
-        code: str,
-        message: str,
-        invocation_id: str | None,
-        turn_id: str | None,
-        offset: int,
-    ) -> Diagnostic:
-        """A diagnostic for the event ``offset`` events after the session's newest."""
-        return diagnostic(
-            revision=state.diagnostics.revision + 1,
-            diagnostic_id=new_id(),
-            kind=kind,
-            code=code,
-            message=message,
-            invocation_id=invocation_id,
-            turn_id=turn_id,
-            event_sequence=state.next_sequence - 1 + offset,
-            recorded_at_ms=int(time.time() * 1000),
-        )
-
-    @staticmethod
-    def _settle_interactions(state: HostSession, invocation_id: str, by: str) -> list[NewEvent]:
-        """The events that settle an ended invocation's unanswered interactions as
-        interrupted (the question is never asked again)."""
-        events = []
-        for pending in state.pending.values():
-            if pending.invocation_id != invocation_id:
-                continue
-            resolved = resolved_interaction(
-                pending,
-                Resolution(
-                    outcome="interrupted",
-                    by=by,  # type: ignore[arg-type]
-                    reason=None,
-                    sequence=state.next_sequence,
-                ),
-            )
-            events.append(NewEvent(INTERACTION_RESOLVED, resolved.turn_id, to_wire(resolved)))
-        return events
-
-    # -- recovery -----------------------------------------------------------------------
-    async def _recover(self) -> None:
-        """Rebuild every stored session from its event log (the same reducer the live
-        path uses) and, on a Host of its own, settle what a previous Host left started;
-        with other Hosts, whoever takes a session's lease settles it. Queued work keeps
-        its place."""
-        for summary in await self._store.list_sessions():
-            stored_config = await self._session_config(summary.id)
-            if stored_config is None:
-                continue
-            state = self._registry.new(summary.id, stored_config, created_at=summary.created_at)
-            while True:
-                events = await self._store.events_after(summary.id, state.revision, limit=1000)
-                if not events:
-                    break
-                state.absorb(events)
-            newest = await self._store.last_position(summary.id)
-            state.last_row = None if newest is None else wire_position(newest)
-            if self._cluster is None:
-                async with state.lock:
-                    await self._settle_interrupted(state)
-            self._registry.adopt(state)
-
-    async def _settle_interrupted(self, state: HostSession) -> None:
-        """End the invocations a lost Host had started (the caller holds the lock and,
-        with other Hosts, the lease): a journalled turn keeps its checkpoint (a tool may
-        have run), any other is rolled back."""
-        for invocation_id in state.log.interrupted():
-            journal = state.log.journals.get(invocation_id)
-            if journal is not None:
-                # A tool may have run: keep the journalled checkpoint (harness rule).
-                turn_id = journal.turn_id
-                messages = [from_json(json.dumps(body), Message) for body in journal.messages]
-                turn = turn_events(turn_id, messages, outcome="checkpointed")
-            else:
-                turn_id = new_id()
-                turn = turn_events(turn_id, (), outcome="rolled_back")
-            batch = [
-                *turn,
-                *self._settle_interactions(state, invocation_id, "restart"),
-                NewEvent(
-                    QUEUE_FINISHED,
-                    turn_id,
-                    {"invocationId": invocation_id, "outcome": "interrupted"},
-                ),
-            ]
-            recorded = self._diagnostic(
-                state,
-                "execution",
-                "interrupted",
-                "the Host stopped while this invocation ran; its turn was settled"
-                " by the harness rules",
-                invocation_id,
-                turn_id,
-                len(batch),
-            )
-            batch.append(NewEvent(DIAGNOSTIC_RECORDED, turn_id, to_wire(recorded)))
-            await state.commit(batch)
+        return context_report(state, through)
 
     async def _session_config(self, session_id: str) -> dict[str, Any] | None:
         stored = await self._store.load_config(session_id)

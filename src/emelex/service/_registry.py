@@ -77,6 +77,10 @@ class SessionRegistry:
     def closed(self) -> bool:
         return self._is_closed()
 
+    def is_closed(self) -> bool:
+        """Whether the Host has begun closing (a call: the answer changes over time)."""
+        return self._is_closed()
+
     def check_open(self) -> None:
         if self._is_closed():
             raise HostClosed("the Host is closed")

@@ -1,0 +1,222 @@
+"""A session's runner: one loop that serves a Host alone and a group of Hosts alike.
+
+claim (with other Hosts: the session's lease) -> settle what a lost Host left started ->
+start the oldest queued work -> run its turn -> commit how it ended -> repeat; it sleeps
+while there is nothing to do. A turn's rows, the end of its invocation and the settlement
+of its interactions commit together, through the session.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+import attrs
+import trio
+
+from emelex._errors import EmelexError
+from emelex._ids import new_id
+from emelex._text import clip
+from emelex.agent import AgentCancellation, AgentError
+from emelex.app import Agent, Engine, Harness
+from emelex.app import Session as AppSession
+from emelex.contracts import to_wire
+from emelex.model import Client, Completed, GenerationOptions, GenerationRequest, Message
+from emelex.service._diagnostics import DIAGNOSTIC_RECORDED, classify
+from emelex.service._events import QUEUE_FINISHED, QUEUE_STARTED, SESSION_TITLED
+from emelex.service._queue import Work
+from emelex.service._recovery import diagnostic_for, interaction_settlements, settle_interrupted
+from emelex.service._registry import SessionRegistry
+from emelex.service._session import HostSession
+from emelex.service._turn_hooks import TurnHooks
+from emelex.store import NewEvent, Store, StoreError, turn_events
+
+if TYPE_CHECKING:
+    from emelex.service._cluster import Cluster
+
+#: How long the automatic title call of a session may take.
+TITLE_SECONDS: Final = 60.0
+
+
+class Runner:
+    """Runs every session's work on this Host (see the module docs)."""
+
+    def __init__(
+        self,
+        *,
+        registry: SessionRegistry,
+        store: Store,
+        engine: Engine,
+        agents: Mapping[str, Agent],
+        harnesses: Mapping[str, Harness],
+        spawn: Callable[..., Any],
+        cluster: Callable[[], Cluster | None],
+        titles: bool,
+    ) -> None:
+        self._registry = registry
+        self._store = store
+        self._engine = engine
+        self._agents = agents
+        self._harnesses = harnesses
+        self._spawn = spawn
+        self._cluster = cluster
+        self._titles = titles
+
+    def start(self, state: HostSession) -> None:
+        """Start the session's runner task (in the Host's nursery)."""
+        self._spawn(self.run, state, name=f"host-session-{state.session_id}")
+
+    async def run(self, state: HostSession) -> None:
+        """The session's runner, on one Host or many: claim the session (with other
+        Hosts: its lease), settle what a lost Host left started, start the oldest
+        queued work, run it, repeat; sleep while there is nothing to do."""
+        cluster = self._cluster()
+        if cluster is not None:
+            cluster.enter_runner(state)
+        while not self._registry.is_closed():
+            if state.queue.next_to_run() is None and (
+                cluster is None or state.queue.running is None
+            ):
+                state.wake = trio.Event()
+                await state.wake.wait()
+                continue
+            try:
+                if cluster is not None and not await cluster.claim(state):
+                    continue
+                async with state.lock:
+                    # While this waited for the lock the Host may have begun closing,
+                    # or a stop may have taken the work out of the queue.
+                    if self._registry.is_closed():
+                        return
+                    await settle_interrupted(state)
+                    work = state.queue.next_to_run()
+                    if work is None:
+                        continue
+                    # Set before the append awaits, so a close that begins meanwhile
+                    # cancels this turn (it then settles at once, as interrupted).
+                    cancellation = state.cancellation = AgentCancellation()
+                    await state.commit(
+                        [NewEvent(QUEUE_STARTED, None, {"invocationId": work.invocation_id})]
+                    )
+                    if state.log.running != work.invocation_id:
+                        state.cancellation = None
+                        continue  # (only a log other Hosts wrote to can say otherwise)
+                await self._run_turn(state, work, cancellation)
+            except StoreError as exc:
+                if cluster is None:
+                    raise
+                cluster.abandon(state, exc)  # LeaseLost, or a database lost mid-commit
+
+    async def app_session(self, state: HostSession, *, stored: bool = True) -> AppSession:
+        """The running engine session of ``state`` (started on first use from its
+        stored history; ``stored=False`` starts a session not yet in the store)."""
+        if state.app is None:
+            defined = self._agents[state.agent_name]
+            hooks = TurnHooks(state, self._spawn)
+            agent = attrs.evolve(
+                defined,
+                client=Client(hooks.model(defined.client.model)),
+                approver=hooks,
+                workspace=pathlib.Path(state.workspace),
+            )
+            history = (await self._store.load_session(state.session_id)).messages if stored else ()
+            starter = self._engine.create(agent)
+            harness = self._harnesses.get(state.agent_name)
+            if harness is not None:
+                starter = starter.harness(harness)
+            state.app = (
+                await starter.session_id(state.session_id)
+                .history(history)
+                .tool_journal(hooks.journal)
+                .start()
+            )
+            if state.tools is not None:
+                state.app.agent_session.set_enabled_tools(state.tools)
+        return state.app
+
+    async def _run_turn(
+        self, state: HostSession, work: Work, cancellation: AgentCancellation
+    ) -> None:
+        turn_id = new_id()
+        outcome = "completed"
+        error: dict[str, Any] | None = None
+        failure: BaseException | None = None
+        try:
+            app = await self.app_session(state)
+            turn = await app.send_and_wait(work.text, cancellation=cancellation)
+            events = turn_events(turn.turn_id, turn.messages)
+            turn_id = turn.turn_id
+        except AgentError as exc:
+            if cancellation.cancelled:
+                outcome = "interrupted" if self._registry.is_closed() else "stopped"
+            else:
+                outcome = "failed"
+            error = {"type": type(exc).__name__, "message": str(exc)[:4096]}
+            failure = exc
+            if exc.rolled_back is False:
+                events = turn_events(turn_id, exc.checkpoint, outcome="checkpointed")
+            else:
+                events = turn_events(turn_id, (), outcome="rolled_back")
+        except EmelexError as exc:
+            # The session could not start (an integration failed, the agent is invalid):
+            # nothing ran, so nothing is committed.
+            outcome = "failed"
+            error = {"type": type(exc).__name__, "message": str(exc)[:4096]}
+            failure = exc
+            events = turn_events(turn_id, (), outcome="rolled_back")
+        with trio.CancelScope(shield=True):
+            async with state.lock:
+                settled = interaction_settlements(state, work.invocation_id, "stop")
+                finished: dict[str, Any] = {
+                    "invocationId": work.invocation_id,
+                    "outcome": outcome,
+                }
+                if error is not None:
+                    finished["error"] = error
+                batch = [*events, *settled, NewEvent(QUEUE_FINISHED, turn_id, finished)]
+                if outcome == "failed" and failure is not None:
+                    kind, code, message = classify(failure)
+                    recorded = diagnostic_for(
+                        state, kind, code, message, work.invocation_id, turn_id, len(batch)
+                    )
+                    batch.append(NewEvent(DIAGNOSTIC_RECORDED, turn_id, to_wire(recorded)))
+                state.cancellation = None
+                await state.commit(batch)
+        if self._titles and outcome == "completed" and state.title is None:
+            await self._make_title(state, work.text, turn_id)
+
+    async def _make_title(self, state: HostSession, text: str, turn_id: str) -> None:
+        """Ask the agent's model for a short title; record it, or a title diagnostic."""
+        client = self._agents[state.agent_name].client
+        request = GenerationRequest(
+            [
+                Message.system(
+                    "Reply with a title of at most eight words for a conversation that"
+                    " starts with the user's message. Reply with the title only."
+                ),
+                Message.user(text[:2000]),
+            ],
+            options=GenerationOptions(max_tokens=24),
+        )
+        title = ""
+        failure: str | None = None
+        with trio.move_on_after(TITLE_SECONDS) as scope:
+            try:
+                async with client.generate(request) as stream:
+                    async for event in stream:
+                        if isinstance(event, Completed):
+                            title = " ".join(event.response.text.split())
+            except Exception as exc:  # any model's failure; a title never fails a turn
+                failure = f"the title call failed ({type(exc).__name__})"
+        if scope.cancelled_caught:
+            failure = f"the title call took longer than {TITLE_SECONDS:g} s"
+        title = clip(title.strip(" \"'"), 80)
+        if failure is None and not title:
+            failure = "the model answered the title call with no text"
+        async with state.lock:
+            if failure is not None:
+                recorded = diagnostic_for(state, "title", "modelError", failure, None, turn_id, 1)
+                await state.commit([NewEvent(DIAGNOSTIC_RECORDED, turn_id, to_wire(recorded))])
+            else:
+                await state.commit([NewEvent(SESSION_TITLED, None, {"title": title})])
