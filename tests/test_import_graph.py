@@ -64,12 +64,15 @@ def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def _imports(path: pathlib.Path, module: str, modules: frozenset[str]) -> Iterator[tuple[str, int]]:
-    """The emelex modules ``module`` imports at run time, with line numbers. ``from
-    package import name`` counts as importing ``package.name`` when that is a module."""
+def _imports(
+    path: pathlib.Path, module: str, modules: frozenset[str], *, typing: bool = False
+) -> Iterator[tuple[str, int]]:
+    """The emelex modules ``module`` imports at run time (``typing``: for type checking
+    too), with line numbers. ``from package import name`` counts as importing
+    ``package.name`` when that is a module."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     is_package = path.name == "__init__.py"
-    for node in _runtime_nodes(tree):
+    for node in ast.walk(tree) if typing else _runtime_nodes(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] == ROOT:
@@ -83,13 +86,13 @@ def _imports(path: pathlib.Path, module: str, modules: frozenset[str]) -> Iterat
                 yield (full if full in modules else target), node.lineno
 
 
-def _graph() -> dict[str, dict[str, int]]:
+def _graph(*, typing: bool = False) -> dict[str, dict[str, int]]:
     paths = {_module_name(p): p for p in sorted(SRC.rglob("*.py"))}
     modules = frozenset(paths)
     graph: dict[str, dict[str, int]] = {}
     for module, path in paths.items():
         edges: dict[str, int] = {}
-        for target, line in _imports(path, module, modules):
+        for target, line in _imports(path, module, modules, typing=typing):
             # Importing a.b.c runs a/__init__ and a/b/__init__ first: count the target only
             # (the facades are edges of their own), and never self-edges.
             if target in modules and target != module:
@@ -211,6 +214,19 @@ def test_no_import_circles() -> None:
     assert not circles, message
 
 
+def test_no_import_circles_counting_type_checking_imports() -> None:
+    """A circle hidden behind ``if TYPE_CHECKING:`` is still two modules that each need
+    the other to be understood: the service's rooms are layered without one."""
+    graph = _graph(typing=True)
+    layered = ("emelex.service", "emelex.store")
+    circles = [c for c in _components(graph) if c[0].startswith(layered)]
+    message = "\n".join(
+        f"import circle among {len(c)} modules:\n    {_describe(graph, _cycle(graph, c))}"
+        for c in circles
+    )
+    assert not circles, message
+
+
 def test_known_circles_still_exist() -> None:
     """The allowlist is exact: once a circle is broken its entry must go."""
     components = {frozenset(c) for c in _components(_graph())}
@@ -272,3 +288,53 @@ def test_the_walker_finds_private_imports(tmp_path: pathlib.Path) -> None:
         tmp_path,
     )
     assert _private_imports(graph) == {("emelex.w._v", "emelex.x._y")}
+
+
+#: Public names that start with an underscore (named tuples' own API).
+PUBLIC_UNDERSCORE = frozenset({"_make", "_replace", "_asdict", "_fields"})
+
+
+def _private_reads(path: pathlib.Path) -> Iterator[tuple[str, int]]:
+    """``obj._name`` reads in ``path`` of private names the module does not define
+    itself (as a function, class, attribute it assigns or class field)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    own: set[str] = set(PUBLIC_UNDERSCORE)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            own.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            own.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            own.add(node.id)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            own.add(node.target.id)
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+            and node.attr not in own
+        ):
+            yield node.attr, node.lineno
+
+
+def test_the_service_and_store_read_no_other_modules_private_names() -> None:
+    """Rooms talk through public names and narrow capabilities: a read of another
+    module's private attribute (``host._sessions``) is a hidden edge the import graph
+    cannot see."""
+    found = []
+    for package in ("service", "store"):
+        for path in sorted((SRC / package).rglob("*.py")):
+            for name, line in _private_reads(path):
+                found.append(f"{path.relative_to(SRC)}:{line} reads {name}")
+    assert not found, "\n".join(found)
+
+
+def test_the_private_read_finder_sees_reads_of_foreign_names(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "m.py"
+    path.write_text(
+        "class A:\n    def __init__(self):\n        self._own = 1\n"
+        "    def f(self, other, host):\n        return other._own + host._sessions\n",
+        encoding="utf-8",
+    )
+    assert list(_private_reads(path)) == [("_sessions", 5)]

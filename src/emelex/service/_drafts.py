@@ -18,8 +18,8 @@ watcher per interval, not one per token.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Final, get_args
+from collections.abc import Awaitable, Callable, Set
+from typing import TYPE_CHECKING, Final, Protocol, get_args
 
 import trio
 
@@ -42,7 +42,13 @@ _REASONS: dict[str, DraftClearReason] = {r: r for r in get_args(DraftClearReason
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from emelex.service._watch import Subscriber
+
+class DraftWatcher(Protocol):
+    """What live drafts need of a watcher (the watch's Subscriber is one)."""
+
+    def offer_draft(self, draft: Draft) -> None: ...
+
+    def drafts_cleared(self, drafts: list[Draft], update: DraftCleared) -> None: ...
 
 
 class _Text:
@@ -159,7 +165,7 @@ class LiveDrafts:
     """The drafts of one session's running invocation, published to its live watchers
     (``subscribers`` is the session's set of watchers; only live ones take drafts)."""
 
-    def __init__(self, subscribers: set[Subscriber]) -> None:
+    def __init__(self, subscribers: Set[DraftWatcher]) -> None:
         self._subscribers = subscribers
         self._drafts: dict[str, list[Draft]] = {}
         # Until configured (as the Host does), every delta is published at once.
