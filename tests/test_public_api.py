@@ -671,6 +671,7 @@ EXPECTED: dict[str, set[str]] = {
         "assemble_file",
         "ForkRefused",
         "Host",
+        "HostAPI",
         "HostClosed",
         "InteractionSettled",
         "OperationConflict",

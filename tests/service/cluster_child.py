@@ -50,7 +50,7 @@ async def known(host: Host, session_id: str) -> None:
     """Until this Host knows a session another one created (it learns of it through the
     database), as a client retrying ``UnknownSession`` would."""
     with trio.fail_after(30):
-        while all(s.id != session_id for s in host.sessions()):  # noqa: ASYNC110
+        while all(s.id != session_id for s in await host.sessions()):  # noqa: ASYNC110
             await trio.sleep(0.05)
 
 

@@ -3,7 +3,6 @@ socket, and HostClient over TCP with the bearer token (``open_host``)."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -17,14 +16,6 @@ from emelex.service import Host, HostClient
 from emelex.service._serve import Listen, ServeOptions, Serving, serve
 
 OpenHost = Callable[..., AbstractAsyncContextManager[Any]]
-
-
-async def resolved(value: Any) -> Any:
-    """``host.queue(...)`` and ``host.sessions()`` answer at once in process and are
-    awaited over the wire."""
-    if inspect.isawaitable(value):
-        return await value
-    return value
 
 
 @asynccontextmanager

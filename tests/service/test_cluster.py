@@ -39,7 +39,10 @@ def agent(turns: int = 50) -> Agent:
 async def known_everywhere(hosts: list[Host], session_id: str) -> None:
     # Other Hosts learn of it through the database: no in-process event to wait on.
     with trio.fail_after(20):
-        while not all(any(s.id == session_id for s in h.sessions()) for h in hosts):  # noqa: ASYNC110
+        while True:
+            known = [any(s.id == session_id for s in await h.sessions()) for h in hosts]
+            if all(known):
+                return
             await trio.sleep(0.02)
 
 
@@ -170,7 +173,7 @@ async def test_a_single_host_on_postgres_recovers_like_on_sqlite(
             await a.send(session.id, "first", operation="s1")
             await idle(a, session.id)
         async with Host.open(tmp_path / "b", agents={"helper": agent()}, store=postgres_dsn) as b:
-            assert [s.id for s in b.sessions()] == [session.id]
+            assert [s.id for s in (await b.sessions())] == [session.id]
             page = await b.history(session.id)
             assert [r.body for r in page.rows] == ["first", "answer 0"]
 

@@ -93,7 +93,7 @@ async def drain(root: Path, workspace: Path, receipts: dict[str, str]) -> None:
             again = await host.send(session_id, f"task {number}", operation=operation)
             assert again.invocation_id == invocation
         with trio.fail_after(120):
-            while host.queue(session_id).entries:
+            while (await host.queue(session_id)).entries:
                 for interaction in (await host.pending_interactions(session_id)).interactions:
                     await host.respond(
                         session_id,

@@ -98,7 +98,7 @@ async def test_create_session_is_idempotent_by_operation(tmp_path: Path) -> None
             await host.create_session("nobody", tmp_path, operation="create-2")
         with pytest.raises(UnknownSession):
             await host.history("s-missing")
-        assert [s.id for s in host.sessions()] == [first.session.id]
+        assert [s.id for s in (await host.sessions())] == [first.session.id]
 
 
 async def test_send_runs_a_turn_and_history_pages_show_its_rows(tmp_path: Path) -> None:
@@ -123,7 +123,7 @@ async def test_send_runs_a_turn_and_history_pages_show_its_rows(tmp_path: Path) 
         assert await host.send(session.id, "hello", operation="send-1") == sent
         assert await host.stop(session.id, sent.invocation_id, operation="stop-1") == stop
         assert (await host.history(session.id)).through == fence
-        assert host.queue(session.id).entries == ()
+        assert (await host.queue(session.id)).entries == ()
 
 
 async def test_approvals_are_durable_interactions_answered_once(tmp_path: Path) -> None:
@@ -192,7 +192,7 @@ async def test_a_full_queue_admits_nothing(tmp_path: Path) -> None:
         await host.send(session.id, "two", operation="s2")
         with pytest.raises(QueueFull):
             await host.send(session.id, "three", operation="s3")
-        assert [e.operation for e in host.queue(session.id).entries] == ["s1", "s2"]
+        assert [e.operation for e in (await host.queue(session.id)).entries] == ["s1", "s2"]
 
 
 async def test_search_pages_name_the_original_field(tmp_path: Path) -> None:
@@ -283,7 +283,7 @@ async def test_closing_the_host_settles_a_turn_waiting_for_approval(tmp_path: Pa
     async with Host.open(root, agents={"helper": agent()}) as host:
         interaction = await host.interaction(session.id, interaction_id)
         assert interaction.state == "resolved"
-        assert host.queue(session.id).entries == ()
+        assert (await host.queue(session.id)).entries == ()
         assert (await host.pending_interactions(session.id)).interactions == ()
 
 
@@ -390,7 +390,7 @@ async def test_fork_keeps_history_through_a_turn_and_never_widens(tmp_path: Path
             ("user", "one"),
             ("assistant", "first answer"),
         ]
-        assert host.queue(fork.session.id).entries == ()
+        assert (await host.queue(fork.session.id)).entries == ()
         with pytest.raises(ForkRefused, match="cannot enable"):
             await host.fork(
                 fork.session.id,
@@ -412,7 +412,7 @@ async def test_fork_keeps_history_through_a_turn_and_never_widens(tmp_path: Path
         assert len((await host.history(source.id)).rows) == 4
     # Forks survive a restart with their branch and narrowed tools.
     async with Host.open(tmp_path / "host", agents={"helper": agent()}) as host:
-        (info,) = [s for s in host.sessions() if s.id == fork.session.id]
+        (info,) = [s for s in (await host.sessions()) if s.id == fork.session.id]
         assert info.branch == fork.branch
 
 
@@ -466,9 +466,9 @@ async def test_automatic_titles_and_title_failures(tmp_path: Path) -> None:
         await host.send(session.id, "note milk", operation="s1")
         await until_idle(host, session.id)
         with trio.fail_after(10):
-            while host.sessions()[0].title is None:  # noqa: ASYNC110 (no event announces titles)
+            while (await host.sessions())[0].title is None:  # noqa: ASYNC110 (no event)
                 await trio.sleep(0.01)  # the title call follows the turn's commit
-        assert host.sessions()[0].title == "Milk notes"
+        assert (await host.sessions())[0].title == "Milk notes"
     failing = agent([Say("hello")], [Fail(RuntimeError("no"))])
     async with Host.open(tmp_path / "other", agents={"helper": failing}, titles=True) as host:
         session = (await host.create_session("helper", tmp_path, operation="c")).session
@@ -507,7 +507,7 @@ async def test_execute_runs_a_task_on_its_attachments(tmp_path: Path) -> None:
         await until_idle(host, receipt.session_id)
         result = await host.execute_result(receipt.session_id, receipt.invocation_id)
         assert result is not None and (result.status, result.answer) == ("completed", "Two items.")
-        workspace = Path(host.sessions()[-1].workspace)
+        workspace = Path((await host.sessions())[-1].workspace)
         assert (workspace / "notes.txt").read_bytes() == notes
         assert (workspace / "a.png").read_bytes() == image
         assert (workspace / "empty.txt").read_bytes() == b""
@@ -537,7 +537,7 @@ async def test_execute_refuses_a_resource_that_does_not_match(
                 attachments=[meta("notes.txt", b"milk\neggs\n")],
                 resource=resource,
             )
-        assert host.sessions() == ()
+        assert (await host.sessions()) == ()
         assert list((tmp_path / "host" / "executor").iterdir()) == []
 
 
@@ -591,7 +591,7 @@ async def test_a_coordinator_starts_workers_and_collects_results(tmp_path: Path)
         # The forked worker kept the coordinator's history; both share its workspace.
         rows = (await host.history(forked.worker_id)).rows
         assert [r.body for r in rows][:2] == ["make a plan", "plan ready"]
-        infos = {s.id: s for s in host.sessions()}
+        infos = {s.id: s for s in (await host.sessions())}
         assert infos[fresh.worker_id].workspace == infos[hub.id].workspace
     async with Host.open(tmp_path / "host", agents=agents) as host:
         again = await host.workers(hub.id)

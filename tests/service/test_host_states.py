@@ -186,7 +186,7 @@ class HostMachine(RuleBasedStateMachine):
         and the empty queue it reports ends the wait, so no step polls.
         """
         answered: set[str] = set()
-        if not host.queue(self.session_id).entries:
+        if not (await host.queue(self.session_id)).entries:
             return
         async with host.watch(self.session_id) as updates:
             async for update in updates:

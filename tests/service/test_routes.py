@@ -14,14 +14,12 @@ import trio
 
 from emelex.contracts import SendRequest, WatchRequest, to_wire
 from emelex.service import Host, HostClient
+from emelex.service._api import HostAPI
 from emelex.service._route_doc import route_document
-from emelex.service._routes import BY_NAME, ROUTES
+from emelex.service._routes import BY_METHOD, BY_NAME, ROUTES
 from emelex.testing import Say
 from tests.service.conftest import served
 from tests.service.test_host import agent
-
-#: Host methods that are not operations of the wire.
-NOT_OPERATIONS = {"open", "closed", "root"}
 
 
 def test_route_names_and_paths_follow_the_protocol() -> None:
@@ -34,31 +32,43 @@ def test_route_names_and_paths_follow_the_protocol() -> None:
     assert {r.name for r in ROUTES if r.kind == "sub"} >= {"watch", "watchDiagnostics"}
 
 
-def test_every_host_operation_has_a_route_and_a_client_method() -> None:
-    public = {
-        name
-        for name, value in vars(Host).items()
-        if not name.startswith("_") and name not in NOT_OPERATIONS and callable(value)
-    }
-    for name in public:
-        assert hasattr(HostClient, name), f"HostClient lacks {name}"
-    camel = {"".join(p.title() if i else p for i, p in enumerate(n.split("_"))) for n in public}
-    camel = {"listSessions" if n == "sessions" else n for n in camel}
-    camel |= {"watchLive"}  # Host.watch(..., live=True)
-    assert camel == set(BY_NAME), camel ^ set(BY_NAME)
+def _operations() -> list[str]:
+    return [n for n in vars(HostAPI) if not n.startswith("_") and callable(getattr(HostAPI, n))]
 
 
-def test_client_methods_take_the_host_arguments() -> None:
-    for route in ROUTES:
-        if route.name in ("listSessions", "watchLive"):  # Host.sessions, Host.watch
-            continue
-        name = next(n for n in vars(Host) if n.replace("_", "").lower() == route.name.lower())
-        host = inspect.signature(getattr(Host, name))
-        client = inspect.signature(getattr(HostClient, name))
-        assert [(p.name, p.kind, p.default) for p in host.parameters.values()] == [
-            (p.name, p.kind, p.default) for p in client.parameters.values()
-        ], name
-    assert inspect.signature(HostClient.sessions).parameters.keys() == {"self"}
+def test_every_hostapi_operation_has_a_route_and_every_route_an_operation() -> None:
+    operations = _operations()
+    assert {r.method for r in ROUTES} == set(operations)
+    assert {r.name for r in BY_METHOD["watch"]} == {"watch", "watchLive"}
+    for name in operations:
+        assert all(len(BY_METHOD[n]) == 1 for n in operations if n != "watch"), name
+
+
+def test_host_and_client_take_the_hostapi_arguments() -> None:
+    """One declaration: the protocol's signature is the Host's and the client's."""
+    for name in _operations():
+        declared = inspect.signature(getattr(HostAPI, name))
+        for implementation in (Host, HostClient):
+            actual = inspect.signature(getattr(implementation, name))
+            assert [(p.name, p.kind, p.default) for p in actual.parameters.values()] == [
+                (p.name, p.kind, p.default) for p in declared.parameters.values()
+            ], (implementation.__name__, name)
+
+
+def test_hosts_and_clients_are_hostapis() -> None:
+    # Checked by mypy as well: both assignments type-check only if they implement it.
+    def accepts(api: HostAPI) -> HostAPI:
+        return api
+
+    assert accepts is not None
+    for name in _operations():
+        # Declared in the class itself, derived from the route: no hand-written copy.
+        assert HostClient.__dict__[name].__name__ == name
+        assert "over the wire" in (HostClient.__dict__[name].__doc__ or "")
+
+
+def _typed(host: Host, client: HostClient) -> tuple[HostAPI, HostAPI]:
+    return host, client
 
 
 def test_the_route_document_refers_only_to_declared_schemas() -> None:

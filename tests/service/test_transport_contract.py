@@ -33,7 +33,7 @@ from emelex.service import (
     UnknownSession,
 )
 from emelex.testing import Call, Fail, Say
-from tests.service.conftest import OpenHost, resolved
+from tests.service.conftest import OpenHost
 from tests.service.test_host import NOTES, agent, meta
 
 
@@ -68,7 +68,7 @@ async def test_sessions_send_history_and_stop(tmp_path: Path, open_host: OpenHos
         with pytest.raises(UnknownAgent):
             await host.create_session("nobody", tmp_path, operation="c2")
         session = created.session
-        assert [s.id for s in await resolved(host.sessions())] == [session.id]
+        assert [s.id for s in await host.sessions()] == [session.id]
         sent = await host.send(session.id, "hello", operation="send-1")
         assert await host.send(session.id, "hello", operation="send-1") == sent
         with pytest.raises(OperationConflict):
@@ -95,7 +95,7 @@ async def test_sessions_send_history_and_stop(tmp_path: Path, open_host: OpenHos
             await host.stop(session.id, "never-sent", operation="stop-2")
         with pytest.raises(UnknownSession):
             await host.history("s-missing")
-        assert (await resolved(host.queue(session.id))).entries == ()
+        assert (await host.queue(session.id)).entries == ()
         context = await host.context(session.id)
         assert context.session_id == session.id and context.request is not None
 
@@ -135,7 +135,7 @@ async def test_stop_settles_a_waiting_turn(tmp_path: Path, open_host: OpenHost) 
         first = await host.send(session.id, "one", operation="s1")
         second = await host.send(session.id, "two", operation="s2")
         interaction_id = await until_pending(host, session.id)
-        queue = await resolved(host.queue(session.id))
+        queue = await host.queue(session.id)
         assert [e.operation for e in queue.entries] == ["s1", "s2"]
         queued = await host.stop(session.id, second.invocation_id, operation="x2")
         assert queued.outcome == "removedFromQueue"
@@ -243,7 +243,7 @@ async def test_execute_streams_its_attachments(tmp_path: Path, open_host: OpenHo
         result = await host.execute_result(receipt.session_id, receipt.invocation_id)
         assert result is not None
         assert (result.status, result.answer) == ("completed", "Two items.")
-        (info,) = [s for s in await resolved(host.sessions()) if s.id == receipt.session_id]
+        (info,) = [s for s in await host.sessions() if s.id == receipt.session_id]
         workspace = Path(info.workspace)
         assert (workspace / "a.png").read_bytes() == image
         assert (workspace / "notes.txt").read_bytes() == notes

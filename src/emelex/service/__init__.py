@@ -14,6 +14,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from emelex.service._api import (
+        HostAPI,
+    )
     from emelex.service._client import (
         HostClient,
     )
@@ -105,6 +108,7 @@ _LAZY = {
     "RequestTooLarge": "emelex.service._errors",
     "STORE_ENV": "emelex.service._store",
     "ScaleOut": "emelex.service._cluster",
+    "HostAPI": "emelex.service._api",
     "ServeError": "emelex.service._errors",
     "ServeOptions": "emelex.service._serve",
     "ServiceError": "emelex.service._errors",
@@ -156,6 +160,7 @@ __all__ = [
     "RequestTooLarge",
     "STORE_ENV",
     "ScaleOut",
+    "HostAPI",
     "ServeError",
     "ServeOptions",
     "ServiceError",

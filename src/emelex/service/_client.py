@@ -9,7 +9,7 @@ and the Host answers the retry with the original receipt.
 
 from __future__ import annotations
 
-import base64
+import inspect
 import os
 import pathlib
 import ssl
@@ -20,94 +20,30 @@ from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
-    Sequence,
 )
 from contextlib import asynccontextmanager
-from typing import Any, Final
+from typing import Any, Final, TypeVar, cast
 
 import httpx
 import trio
 
 from emelex._errors import EmelexError, LimitExceeded
 from emelex.contracts import (
-    MAX_PATCH_PAGE_BYTES,
-    AgentWorker,
-    AttachmentMeta,
-    ContextReport,
-    ContextRequest,
     ContractError,
     ContractLimitExceeded,
-    CreateSessionReceipt,
-    CreateSessionRequest,
-    DiagnosticsPage,
-    DiagnosticsRequest,
-    DiagnosticsRevision,
-    ExecuteReceipt,
-    ExecuteRequest,
-    ExecuteResult,
-    ExecuteResultRequest,
-    FilesPage,
-    ForkReceipt,
-    ForkReceiptRequest,
-    ForkRequest,
-    ForkWorker,
-    GitArea,
-    GitDiff,
-    GitDiffRequest,
-    GitStatus,
-    GitStatusRequest,
     Hello,
-    HistoryPage,
-    HistoryPageRequest,
-    HistoryRow,
-    Interaction,
-    InteractionRequest,
-    InteractionResponse,
-    ListFilesRequest,
-    ListSessionsRequest,
-    PatchPage,
-    PendingInteractions,
-    PendingInteractionsRequest,
-    Position,
-    QueueRequest,
-    QueueSnapshot,
-    ReadFileRequest,
-    ReadFileUpdate,
-    ReadPatchRequest,
-    ReadRowRequest,
-    RespondReceipt,
-    RespondRequest,
-    SearchPage,
-    SearchRequest,
-    SendReceipt,
-    SendRequest,
-    SessionInfo,
-    SessionList,
-    SnapshotPatchReceipt,
-    SnapshotPatchRequest,
-    StartWorkerRequest,
-    StopReceipt,
-    StopRequest,
-    WatchDiagnosticsRequest,
     WatchEnded,
-    WatchFilesRequest,
-    WatchFilesUpdate,
-    WatchRequest,
-    WatchUpdate,
-    WorkerReceipt,
-    WorkHubRequest,
-    WorkHubSnapshot,
-    WorkspacePath,
     decode_trusted,
     from_wire,
     to_wire,
 )
 from emelex.service import _errors
+from emelex.service._api import HostAPI
 from emelex.service._errors import TransportError
 from emelex.service._frames import FrameCache
 from emelex.service._json import dump, load_fast
 from emelex.service._resource import RESOURCE_TYPE, request_then_resource
-from emelex.service._routes import BY_NAME
+from emelex.service._routes import BY_METHOD, BY_NAME, Route
 from emelex.service._websocket import WebSocket
 
 #: Where a root's Host listens, relative to the root.
@@ -143,6 +79,59 @@ def rebuild_error(body: Any, status: int) -> EmelexError:
             return cls(limit, maximum, actual if isinstance(actual, int) else None)
         return ContractError(message)
     return cls(message)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _bind(declared: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    bound = inspect.signature(declared).bind(None, *args, **kwargs)
+    bound.apply_defaults()
+    arguments = dict(bound.arguments)
+    del arguments["self"]
+    return arguments
+
+
+def _route_for(declared: Callable[..., Any], arguments: dict[str, Any]) -> Route:
+    """The route of a method call: the one whose implied arguments the call has."""
+    for route in BY_METHOD[declared.__name__]:
+        if all(arguments.get(key) == value for key, value in route.fixed.items()):
+            return route
+    raise TypeError(f"no route serves {declared.__name__} with {arguments!r}")
+
+
+def remote(declared: F) -> F:
+    """A HostClient method for the HostAPI operation ``declared``: its arguments become
+    the request of the operation's route, its answer comes back as the method's."""
+
+    async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        arguments = _bind(declared, args, kwargs)
+        route = _route_for(declared, arguments)
+        resource = arguments.get("resource") if route.resource else None
+        return route.unwrap(await self._op(route.name, route.build(arguments), resource))
+
+    method.__name__ = method.__qualname__ = declared.__name__
+    method.__doc__ = f"As :meth:`Host.{declared.__name__}`, over the wire."
+    # inspect (and help()) show the protocol's signature, not (*args, **kwargs).
+    method.__dict__["__signature__"] = inspect.signature(declared)
+    return cast(F, method)
+
+
+def remote_subscription(declared: F) -> F:
+    """A HostClient subscription (an async context manager) for ``declared``."""
+
+    @asynccontextmanager
+    async def method(self: Any, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        arguments = _bind(declared, args, kwargs)
+        route = _route_for(declared, arguments)
+        async with self._subscribe(route.name, route.build(arguments)) as updates:
+            yield updates
+
+    method.__name__ = method.__qualname__ = declared.__name__
+    method.__doc__ = f"As :meth:`Host.{declared.__name__}`, over the wire."
+    # inspect (and help()) show the protocol's signature, not (*args, **kwargs).
+    method.__dict__["__signature__"] = inspect.signature(declared)
+    return cast(F, method)
 
 
 class HostClient:
@@ -308,309 +297,35 @@ class HostClient:
             raise rebuild_error(value, response.status_code)
         return value
 
-    # -- the Host's operations ------------------------------------------------------------
-    async def create_session(
-        self,
-        agent: str,
-        workspace: str | os.PathLike[str],
-        *,
-        operation: str,
-        title: str | None = None,
-    ) -> CreateSessionReceipt:
-        request = CreateSessionRequest(
-            agent=agent,  # type: ignore[arg-type]
-            workspace=os.fspath(workspace),
-            title=title,
-            operation=operation,  # type: ignore[arg-type]
-        )
-        result: CreateSessionReceipt = await self._op("createSession", request)
-        return result
-
-    async def sessions(self) -> tuple[SessionInfo, ...]:
-        result: SessionList = await self._op("listSessions", ListSessionsRequest())
-        return result.sessions
-
-    async def send(self, session_id: str, text: str, *, operation: str) -> SendReceipt:
-        request = SendRequest(session_id=session_id, text=text, operation=operation)  # type: ignore[arg-type]
-        result: SendReceipt = await self._op("send", request)
-        return result
-
-    async def stop(self, session_id: str, invocation_id: str, *, operation: str) -> StopReceipt:
-        request = StopRequest(
-            session_id=session_id,  # type: ignore[arg-type]
-            invocation_id=invocation_id,  # type: ignore[arg-type]
-            operation=operation,  # type: ignore[arg-type]
-        )
-        result: StopReceipt = await self._op("stop", request)
-        return result
-
-    async def queue(self, session_id: str) -> QueueSnapshot:
-        result: QueueSnapshot = await self._op("queue", QueueRequest(session_id=session_id))  # type: ignore[arg-type]
-        return result
-
-    async def pending_interactions(self, session_id: str) -> PendingInteractions:
-        request = PendingInteractionsRequest(session_id=session_id)  # type: ignore[arg-type]
-        result: PendingInteractions = await self._op("pendingInteractions", request)
-        return result
-
-    async def interaction(self, session_id: str, interaction_id: str) -> Interaction:
-        request = InteractionRequest(session_id=session_id, interaction_id=interaction_id)  # type: ignore[arg-type]
-        result: Interaction = await self._op("interaction", request)
-        return result
-
-    async def respond(
-        self,
-        session_id: str,
-        interaction_id: str,
-        response: InteractionResponse,
-        *,
-        operation: str,
-    ) -> RespondReceipt:
-        request = RespondRequest(
-            session_id=session_id,  # type: ignore[arg-type]
-            interaction_id=interaction_id,  # type: ignore[arg-type]
-            response=response,
-            operation=operation,  # type: ignore[arg-type]
-        )
-        result: RespondReceipt = await self._op("respond", request)
-        return result
-
-    async def execute(
-        self,
-        agent: str,
-        text: str,
-        *,
-        operation: str,
-        attachments: Sequence[AttachmentMeta] = (),
-        resource: bytes | AsyncIterable[bytes] | None = None,
-    ) -> ExecuteReceipt:
-        """As :meth:`Host.execute`. A ``bytes`` resource is retried like any request; an
-        async iterable is streamed once (on a transport failure, call again with the
-        same operation and the resource from its start: the Host answers its receipt
-        without reading the resource when it already admitted the task)."""
-        request = ExecuteRequest(
-            agent=agent,  # type: ignore[arg-type]
-            text=text,
-            attachments=tuple(attachments),
-            operation=operation,  # type: ignore[arg-type]
-        )
-        result: ExecuteReceipt = await self._op("execute", request, resource)
-        return result
-
-    async def execute_result(self, session_id: str, invocation_id: str) -> ExecuteResult | None:
-        request = ExecuteResultRequest(session_id=session_id, invocation_id=invocation_id)  # type: ignore[arg-type]
-        result: ExecuteResult | None = await self._op("executeResult", request)
-        return result
-
-    async def start_worker(
-        self,
-        coordinator_id: str,
-        origin: ForkWorker | AgentWorker,
-        task: str,
-        *,
-        operation: str,
-        tools: Sequence[str] | None = None,
-    ) -> WorkerReceipt:
-        request = StartWorkerRequest(
-            coordinator_id=coordinator_id,  # type: ignore[arg-type]
-            origin=origin,
-            task=task,
-            tools=None if tools is None else tuple(tools),
-            operation=operation,  # type: ignore[arg-type]
-        )
-        result: WorkerReceipt = await self._op("startWorker", request)
-        return result
-
-    async def workers(self, coordinator_id: str) -> WorkHubSnapshot:
-        request = WorkHubRequest(coordinator_id=coordinator_id)  # type: ignore[arg-type]
-        result: WorkHubSnapshot = await self._op("workers", request)
-        return result
-
-    async def diagnostics(
-        self,
-        session_id: str,
-        *,
-        through: int | None = None,
-        before: int | None = None,
-        limit: int = 100,
-    ) -> DiagnosticsPage:
-        request = DiagnosticsRequest(
-            session_id=session_id,  # type: ignore[arg-type]
-            through=through,
-            before=before,
-            limit=limit,
-        )
-        result: DiagnosticsPage = await self._op("diagnostics", request)
-        return result
-
-    @asynccontextmanager
-    async def watch_diagnostics(
-        self, session_id: str
-    ) -> AsyncIterator[AsyncIterator[DiagnosticsRevision]]:
-        request = WatchDiagnosticsRequest(session_id=session_id)  # type: ignore[arg-type]
-        async with self._subscribe("watchDiagnostics", request) as updates:
-            yield updates
-
-    async def fork(
-        self,
-        session_id: str,
-        *,
-        revision: int,
-        operation: str,
-        turn_id: str | None = None,
-        tools: Sequence[str] | None = None,
-        title: str | None = None,
-    ) -> ForkReceipt:
-        request = ForkRequest(
-            session_id=session_id,  # type: ignore[arg-type]
-            turn_id=turn_id,  # type: ignore[arg-type]
-            revision=revision,
-            tools=None if tools is None else tuple(tools),
-            title=title,
-            operation=operation,  # type: ignore[arg-type]
-        )
-        result: ForkReceipt = await self._op("fork", request)
-        return result
-
-    async def fork_receipt(self, session_id: str, *, operation: str) -> ForkReceipt | None:
-        request = ForkReceiptRequest(session_id=session_id, operation=operation)  # type: ignore[arg-type]
-        result: ForkReceipt | None = await self._op("forkReceipt", request)
-        return result
-
-    async def history(
-        self,
-        session_id: str,
-        *,
-        through: int | None = None,
-        after: Position | None = None,
-        limit: int = 100,
-    ) -> HistoryPage:
-        request = HistoryPageRequest(
-            session_id=session_id,  # type: ignore[arg-type]
-            through=through,
-            after=after,
-            limit=limit,
-        )
-        result: HistoryPage = await self._op("history", request)
-        return result
-
-    async def read_row(
-        self, session_id: str, position: Position, *, through: int | None = None
-    ) -> HistoryRow | None:
-        request = ReadRowRequest(session_id=session_id, position=position, through=through)  # type: ignore[arg-type]
-        result: HistoryRow | None = await self._op("readRow", request)
-        return result
-
-    async def search(
-        self,
-        session_id: str,
-        query: str,
-        *,
-        case_sensitive: bool = False,
-        whole_word: bool = False,
-        through: int | None = None,
-        after: Position | None = None,
-    ) -> SearchPage:
-        request = SearchRequest(
-            session_id=session_id,  # type: ignore[arg-type]
-            query=query,
-            case_sensitive=case_sensitive,
-            whole_word=whole_word,
-            through=through,
-            after=after,
-            limit=_SEARCH_LIMIT,
-        )
-        result: SearchPage = await self._op("search", request)
-        return result
-
-    @asynccontextmanager
-    async def watch(
-        self, session_id: str, *, after: Position | None = None, live: bool = False
-    ) -> AsyncIterator[AsyncIterator[WatchUpdate]]:
-        request = WatchRequest(session_id=session_id, after=after)  # type: ignore[arg-type]
-        # ``live``: the watchLive route, which adds the running answer's drafts.
-        async with self._subscribe("watchLive" if live else "watch", request) as updates:
-            yield updates
-
-    async def context(self, session_id: str, *, through: int | None = None) -> ContextReport:
-        request = ContextRequest(session_id=session_id, through=through)  # type: ignore[arg-type]
-        result: ContextReport = await self._op("context", request)
-        return result
-
-    # -- the session's workspace (issue 14) ---------------------------------------------
-    async def git_status(self, session_id: str) -> GitStatus | None:
-        request = GitStatusRequest(session_id=session_id)  # type: ignore[arg-type]
-        result: GitStatus | None = await self._op("gitStatus", request)
-        return result
-
-    async def git_diff(self, session_id: str, area: GitArea, path: bytes) -> GitDiff | None:
-        request = GitDiffRequest(
-            session_id=session_id,  # type: ignore[arg-type]
-            area=area,
-            path=base64.b64encode(path).decode("ascii"),  # type: ignore[arg-type]
-        )
-        result: GitDiff | None = await self._op("gitDiff", request)
-        return result
-
-    async def snapshot_patch(self, session_id: str, *, operation: str) -> SnapshotPatchReceipt:
-        request = SnapshotPatchRequest(
-            session_id=session_id,  # type: ignore[arg-type]
-            operation=operation,  # type: ignore[arg-type]
-        )
-        result: SnapshotPatchReceipt = await self._op("snapshotPatch", request)
-        return result
-
-    async def read_patch(
-        self,
-        session_id: str,
-        patch_id: str,
-        *,
-        offset: int = 0,
-        limit: int = MAX_PATCH_PAGE_BYTES,
-    ) -> PatchPage:
-        request = ReadPatchRequest(
-            session_id=session_id,  # type: ignore[arg-type]
-            patch_id=patch_id,  # type: ignore[arg-type]
-            offset=offset,
-            limit=limit,
-        )
-        result: PatchPage = await self._op("readPatch", request)
-        return result
-
-    async def list_files(
-        self,
-        session_id: str,
-        path: WorkspacePath | None = None,
-        *,
-        after: WorkspacePath | None = None,
-    ) -> FilesPage:
-        request = ListFilesRequest(
-            session_id=session_id,  # type: ignore[arg-type]
-            path=path,
-            after=after,
-        )
-        result: FilesPage = await self._op("listFiles", request)
-        return result
-
-    @asynccontextmanager
-    async def watch_files(
-        self, session_id: str, path: WorkspacePath | None = None
-    ) -> AsyncIterator[AsyncIterator[WatchFilesUpdate]]:
-        request = WatchFilesRequest(session_id=session_id, path=path)  # type: ignore[arg-type]
-        async with self._subscribe("watchFiles", request) as updates:
-            yield updates
-
-    @asynccontextmanager
-    async def read_file(
-        self, session_id: str, path: WorkspacePath, *, expected_version: str | None = None
-    ) -> AsyncIterator[AsyncIterator[ReadFileUpdate]]:
-        request = ReadFileRequest(
-            session_id=session_id,  # type: ignore[arg-type]
-            path=path,
-            expected_version=expected_version,  # type: ignore[arg-type]
-        )
-        async with self._subscribe("readFile", request) as updates:
-            yield updates
+    # -- the Host's operations: each derived from its route and HostAPI signature -----
+    create_session = remote(HostAPI.create_session)
+    sessions = remote(HostAPI.sessions)
+    send = remote(HostAPI.send)
+    stop = remote(HostAPI.stop)
+    queue = remote(HostAPI.queue)
+    pending_interactions = remote(HostAPI.pending_interactions)
+    interaction = remote(HostAPI.interaction)
+    respond = remote(HostAPI.respond)
+    execute = remote(HostAPI.execute)
+    execute_result = remote(HostAPI.execute_result)
+    start_worker = remote(HostAPI.start_worker)
+    workers = remote(HostAPI.workers)
+    diagnostics = remote(HostAPI.diagnostics)
+    watch_diagnostics = remote_subscription(HostAPI.watch_diagnostics)
+    fork = remote(HostAPI.fork)
+    fork_receipt = remote(HostAPI.fork_receipt)
+    history = remote(HostAPI.history)
+    read_row = remote(HostAPI.read_row)
+    search = remote(HostAPI.search)
+    watch = remote_subscription(HostAPI.watch)
+    context = remote(HostAPI.context)
+    git_status = remote(HostAPI.git_status)
+    git_diff = remote(HostAPI.git_diff)
+    snapshot_patch = remote(HostAPI.snapshot_patch)
+    read_patch = remote(HostAPI.read_patch)
+    list_files = remote(HostAPI.list_files)
+    watch_files = remote_subscription(HostAPI.watch_files)
+    read_file = remote_subscription(HostAPI.read_file)
 
 
 def _describe(error: BaseException) -> str:

@@ -240,7 +240,8 @@ class Host:
             self._services, agent, workspace, operation=operation, title=title
         )
 
-    def sessions(self) -> tuple[SessionInfo, ...]:
+    async def sessions(self) -> tuple[SessionInfo, ...]:
+        await trio.lowlevel.checkpoint()
         return tuple(state.info() for state in self._registry)
 
     # -- send and stop ----------------------------------------------------------------------
@@ -254,7 +255,8 @@ class Host:
         and settled by the harness rules (``stopping``); a finished one is left alone."""
         return await _admission.stop(self._services, session_id, invocation_id, operation=operation)
 
-    def queue(self, session_id: str) -> QueueSnapshot:
+    async def queue(self, session_id: str) -> QueueSnapshot:
+        await trio.lowlevel.checkpoint()
         return self._registry.get(session_id).queue_snapshot()
 
     # -- interactions -------------------------------------------------------------------

@@ -9,9 +9,11 @@ the security tests all read this one table, so a new operation joins by adding a
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any, Final, Literal
+import functools
+import inspect
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final, Literal
 
 import attrs
 
@@ -72,99 +74,103 @@ from emelex.contracts import (
     WorkHubRequest,
     WorkHubSnapshot,
 )
-
-if TYPE_CHECKING:
-    from emelex.service._host import Host
+from emelex.service._api import HostAPI
 
 Kind = Literal["op", "sub"]
-Call = Callable[["Host", Any], Awaitable[Any]]
-Open = Callable[["Host", Any], AbstractAsyncContextManager[AsyncIterator[Any]]]
+#: How a value crosses between a method's argument and a request's field.
+Convert = Callable[[Any], Any]
 
 
-@attrs.frozen
+def _same(value: Any) -> Any:
+    return value
+
+
+@attrs.frozen(cache_hash=False)
 class Route:
-    """One wire operation (``op``: POST, one answer) or subscription (``sub``: WebSocket)."""
+    """One wire operation (``op``: POST, one answer) or subscription (``sub``: WebSocket),
+    declared once: its wire name, request and result contracts, and the HostAPI method
+    that serves it. The request's fields are the method's arguments of the same names;
+    the server calls the method with them, and the client's method builds the request
+    from them (see :meth:`call` and ``_client.remote``)."""
 
     name: str
     kind: Kind
     request: type
     #: The answer's contract (``op``) or the contract of each update (``sub``).
     result: Any
+    #: The HostAPI method (a subscription's returns an async context manager).
+    method: str
     #: Whether an ``op`` may answer null.
-    nullable: bool
-    #: ``op``: ``await call(host, request)``; ``sub``: ``async with call(host, request)``.
-    call: Any
-    #: Whether the request may be followed by a binary resource (``call`` then takes it
-    #: as a third argument, None without one).
+    nullable: bool = False
+    #: Whether the request may be followed by a binary resource (the method's
+    #: ``resource`` argument; None without one).
     resource: bool = False
+    #: Arguments the route itself implies (``watchLive``: ``live=True``).
+    fixed: Mapping[str, Any] = attrs.field(factory=dict)
+    #: Request fields the method does not take, as the client fills them.
+    fill: Mapping[str, Any] = attrs.field(factory=dict)
+    #: Per field: method argument -> request value (client), and back (server).
+    encode: Mapping[str, Convert] = attrs.field(factory=dict)
+    decode: Mapping[str, Convert] = attrs.field(factory=dict)
+    #: The method's result -> the wire result (server), and back (client).
+    answer: Convert = _same
+    unwrap: Convert = _same
 
     @property
     def path(self) -> str:
         return f"/v1/{self.kind}/{self.name}"
 
+    @functools.cached_property
+    def fields(self) -> tuple[str, ...]:
+        """The request's fields that are arguments of the method (a field the method
+        does not take, such as a page size it fixes itself, keeps its default)."""
+        accepted = inspect.signature(getattr(HostAPI, self.method)).parameters
+        return tuple(f.name for f in attrs.fields(self.request) if f.name in accepted)
 
-def op(
-    name: str,
-    request: type,
-    result: Any,
-    call: Any,
-    *,
-    nullable: bool = False,
-    resource: bool = False,
-) -> Route:
-    return Route(name, "op", request, result, nullable, call, resource)
+    def arguments(self, request: Any) -> dict[str, Any]:
+        """The method's keyword arguments for ``request`` (server side)."""
+        values = {f: self.decode.get(f, _same)(getattr(request, f)) for f in self.fields}
+        return {**values, **self.fixed}
 
+    def build(self, arguments: Mapping[str, Any]) -> Any:
+        """The request for a method call's ``arguments`` (client side)."""
+        values = {f: self.encode.get(f, _same)(arguments[f]) for f in self.fields}
+        return self.request(**values, **self.fill)
 
-def sub(name: str, request: type, update: Any, call: Open) -> Route:
-    return Route(name, "sub", request, update, False, call)
+    def call(self, host: Any, request: Any, resource: Any = None) -> Any:
+        """``op``: ``await route.call(host, request)`` answers the wire result;
+        ``sub``: ``async with route.call(host, request)`` streams its updates."""
+        arguments = self.arguments(request)
+        if self.resource:
+            arguments["resource"] = resource
+        target = getattr(host, self.method)
+        if self.kind == "sub":
+            return target(**arguments)
+        return self._answered(target(**arguments))
 
-
-# Functions rather than lambdas: mypy infers a decorated method's type late inside the
-# service's import cycle, and defers function bodies until it has.
-def _watch(host: Host, r: WatchRequest) -> AbstractAsyncContextManager[AsyncIterator[Any]]:
-    return host.watch(r.session_id, after=r.after)
-
-
-def _watch_live(host: Host, r: WatchRequest) -> AbstractAsyncContextManager[AsyncIterator[Any]]:
-    # The same watch, with the running answer's drafts (issue 15).
-    return host.watch(r.session_id, after=r.after, live=True)
-
-
-def _watch_diagnostics(
-    host: Host, r: WatchDiagnosticsRequest
-) -> AbstractAsyncContextManager[AsyncIterator[Any]]:
-    return host.watch_diagnostics(r.session_id)
+    async def _answered(self, pending: Awaitable[Any]) -> Any:
+        return self.answer(await pending)
 
 
-def _watch_files(
-    host: Host, r: WatchFilesRequest
-) -> AbstractAsyncContextManager[AsyncIterator[Any]]:
-    return host.watch_files(r.session_id, r.path)
+def op(name: str, request: type, result: Any, method: str, **options: Any) -> Route:
+    return Route(name, "op", request, result, method, **options)
 
 
-def _read_file(host: Host, r: ReadFileRequest) -> AbstractAsyncContextManager[AsyncIterator[Any]]:
-    return host.read_file(r.session_id, r.path, expected_version=r.expected_version)
+def sub(name: str, request: type, update: Any, method: str, **options: Any) -> Route:
+    return Route(name, "sub", request, update, method, **options)
 
 
-async def _git_diff(host: Host, r: GitDiffRequest) -> GitDiff | None:
+def _sequence(value: Any) -> Any:
+    return None if value is None else tuple(value)
+
+
+def _b64(value: bytes) -> str:
+    return base64.b64encode(value).decode("ascii")
+
+
+def _unb64(value: str) -> bytes:
     # The contract checked the base64 form; the Host takes the exact pathname bytes.
-    return await host.git_diff(r.session_id, r.area, base64.b64decode(r.path, validate=True))
-
-
-async def _sessions(host: Host, _: ListSessionsRequest) -> SessionList:
-    return SessionList(sessions=host.sessions())
-
-
-async def _queue(host: Host, request: QueueRequest) -> QueueSnapshot:
-    return host.queue(request.session_id)
-
-
-async def _execute(
-    host: Host, r: ExecuteRequest, resource: AsyncIterator[bytes] | None
-) -> ExecuteReceipt:
-    return await host.execute(
-        r.agent, r.text, operation=r.operation, attachments=r.attachments, resource=resource
-    )
+    return base64.b64decode(value, validate=True)
 
 
 ROUTES: Final[tuple[Route, ...]] = (
@@ -172,150 +178,81 @@ ROUTES: Final[tuple[Route, ...]] = (
         "createSession",
         CreateSessionRequest,
         CreateSessionReceipt,
-        lambda h, r: h.create_session(r.agent, r.workspace, operation=r.operation, title=r.title),
-    ),
-    op("listSessions", ListSessionsRequest, SessionList, _sessions),
-    op(
-        "send",
-        SendRequest,
-        SendReceipt,
-        lambda h, r: h.send(r.session_id, r.text, operation=r.operation),
+        "create_session",
+        encode={"workspace": os.fspath},
     ),
     op(
-        "stop",
-        StopRequest,
-        StopReceipt,
-        lambda h, r: h.stop(r.session_id, r.invocation_id, operation=r.operation),
+        "listSessions",
+        ListSessionsRequest,
+        SessionList,
+        "sessions",
+        answer=lambda sessions: SessionList(sessions=sessions),
+        unwrap=lambda listed: listed.sessions,
     ),
-    op("queue", QueueRequest, QueueSnapshot, _queue),
+    op("send", SendRequest, SendReceipt, "send"),
+    op("stop", StopRequest, StopReceipt, "stop"),
+    op("queue", QueueRequest, QueueSnapshot, "queue"),
     op(
         "pendingInteractions",
         PendingInteractionsRequest,
         PendingInteractions,
-        lambda h, r: h.pending_interactions(r.session_id),
+        "pending_interactions",
     ),
+    op("interaction", InteractionRequest, Interaction, "interaction"),
+    op("respond", RespondRequest, RespondReceipt, "respond"),
+    op("history", HistoryPageRequest, HistoryPage, "history"),
+    op("readRow", ReadRowRequest, HistoryRow, "read_row", nullable=True),
+    # The Host scans a fixed page of rows per search: the field only fills the contract.
+    op("search", SearchRequest, SearchPage, "search", fill={"limit": 200}),
+    op("fork", ForkRequest, ForkReceipt, "fork", encode={"tools": _sequence}),
+    op("forkReceipt", ForkReceiptRequest, ForkReceipt, "fork_receipt", nullable=True),
+    op("diagnostics", DiagnosticsRequest, DiagnosticsPage, "diagnostics"),
+    op("context", ContextRequest, ContextReport, "context"),
     op(
-        "interaction",
-        InteractionRequest,
-        Interaction,
-        lambda h, r: h.interaction(r.session_id, r.interaction_id),
+        "execute",
+        ExecuteRequest,
+        ExecuteReceipt,
+        "execute",
+        resource=True,
+        encode={"attachments": tuple},
     ),
-    op(
-        "respond",
-        RespondRequest,
-        RespondReceipt,
-        lambda h, r: h.respond(r.session_id, r.interaction_id, r.response, operation=r.operation),
-    ),
-    op(
-        "history",
-        HistoryPageRequest,
-        HistoryPage,
-        lambda h, r: h.history(r.session_id, through=r.through, after=r.after, limit=r.limit),
-    ),
-    op(
-        "readRow",
-        ReadRowRequest,
-        HistoryRow,
-        lambda h, r: h.read_row(r.session_id, r.position, through=r.through),
-        nullable=True,
-    ),
-    op(
-        "search",
-        SearchRequest,
-        SearchPage,
-        lambda h, r: h.search(
-            r.session_id,
-            r.query,
-            case_sensitive=r.case_sensitive,
-            whole_word=r.whole_word,
-            through=r.through,
-            after=r.after,
-        ),
-    ),
-    op(
-        "fork",
-        ForkRequest,
-        ForkReceipt,
-        lambda h, r: h.fork(
-            r.session_id,
-            revision=r.revision,
-            operation=r.operation,
-            turn_id=r.turn_id,
-            tools=r.tools,
-            title=r.title,
-        ),
-    ),
-    op(
-        "forkReceipt",
-        ForkReceiptRequest,
-        ForkReceipt,
-        lambda h, r: h.fork_receipt(r.session_id, operation=r.operation),
-        nullable=True,
-    ),
-    op(
-        "diagnostics",
-        DiagnosticsRequest,
-        DiagnosticsPage,
-        lambda h, r: h.diagnostics(r.session_id, through=r.through, before=r.before, limit=r.limit),
-    ),
-    op(
-        "context",
-        ContextRequest,
-        ContextReport,
-        lambda h, r: h.context(r.session_id, through=r.through),
-    ),
-    op("execute", ExecuteRequest, ExecuteReceipt, _execute, resource=True),
-    op(
-        "executeResult",
-        ExecuteResultRequest,
-        ExecuteResult,
-        lambda h, r: h.execute_result(r.session_id, r.invocation_id),
-        nullable=True,
-    ),
+    op("executeResult", ExecuteResultRequest, ExecuteResult, "execute_result", nullable=True),
     op(
         "startWorker",
         StartWorkerRequest,
         WorkerReceipt,
-        lambda h, r: h.start_worker(
-            r.coordinator_id, r.origin, r.task, operation=r.operation, tools=r.tools
-        ),
+        "start_worker",
+        encode={"tools": _sequence},
     ),
-    op("workers", WorkHubRequest, WorkHubSnapshot, lambda h, r: h.workers(r.coordinator_id)),
-    sub("watch", WatchRequest, WatchUpdate, _watch),
-    sub("watchLive", WatchRequest, WatchUpdate, _watch_live),
-    sub("watchDiagnostics", WatchDiagnosticsRequest, DiagnosticsRevision, _watch_diagnostics),
-    # The session's workspace (issue 14): git, completed-work patches, files.
+    op("workers", WorkHubRequest, WorkHubSnapshot, "workers"),
+    sub("watch", WatchRequest, WatchUpdate, "watch", fixed={"live": False}),
+    # The same watch, with the running answer's drafts.
+    sub("watchLive", WatchRequest, WatchUpdate, "watch", fixed={"live": True}),
+    sub("watchDiagnostics", WatchDiagnosticsRequest, DiagnosticsRevision, "watch_diagnostics"),
+    # The session's workspace: git, completed-work patches, files.
+    op("gitStatus", GitStatusRequest, GitStatus, "git_status", nullable=True),
     op(
-        "gitStatus",
-        GitStatusRequest,
-        GitStatus,
-        lambda h, r: h.git_status(r.session_id),
+        "gitDiff",
+        GitDiffRequest,
+        GitDiff,
+        "git_diff",
         nullable=True,
+        encode={"path": _b64},
+        decode={"path": _unb64},
     ),
-    op("gitDiff", GitDiffRequest, GitDiff, _git_diff, nullable=True),
-    op(
-        "snapshotPatch",
-        SnapshotPatchRequest,
-        SnapshotPatchReceipt,
-        lambda h, r: h.snapshot_patch(r.session_id, operation=r.operation),
-    ),
-    op(
-        "readPatch",
-        ReadPatchRequest,
-        PatchPage,
-        lambda h, r: h.read_patch(r.session_id, r.patch_id, offset=r.offset, limit=r.limit),
-    ),
-    op(
-        "listFiles",
-        ListFilesRequest,
-        FilesPage,
-        lambda h, r: h.list_files(r.session_id, r.path, after=r.after),
-    ),
-    sub("watchFiles", WatchFilesRequest, WatchFilesUpdate, _watch_files),
-    sub("readFile", ReadFileRequest, ReadFileUpdate, _read_file),
+    op("snapshotPatch", SnapshotPatchRequest, SnapshotPatchReceipt, "snapshot_patch"),
+    op("readPatch", ReadPatchRequest, PatchPage, "read_patch"),
+    op("listFiles", ListFilesRequest, FilesPage, "list_files"),
+    sub("watchFiles", WatchFilesRequest, WatchFilesUpdate, "watch_files"),
+    sub("readFile", ReadFileRequest, ReadFileUpdate, "read_file"),
 )
 
 #: Routes by path (``/v1/op/send`` ...).
 BY_PATH: Final = {route.path: route for route in ROUTES}
 #: Routes by wire name.
 BY_NAME: Final = {route.name: route for route in ROUTES}
+#: Routes by HostAPI method (a watch has two: plain and live).
+BY_METHOD: Final[Mapping[str, tuple[Route, ...]]] = {
+    method: tuple(r for r in ROUTES if r.method == method)
+    for method in dict.fromkeys(r.method for r in ROUTES)
+}

@@ -208,15 +208,18 @@ def _config(options: ServeOptions, *, tls: bool) -> Config:
     return config
 
 
-def _busy(host: Host) -> bool:
-    return any(info.state == "running" or host.queue(info.id).entries for info in host.sessions())
+async def _busy(host: Host) -> bool:
+    for info in await host.sessions():
+        if info.state == "running" or (await host.queue(info.id)).entries:
+            return True
+    return False
 
 
 async def _drain(host: Host, apps: list[HostApp], grace: float) -> None:
     for app in apps:
         app.draining = True
     with trio.move_on_after(grace):
-        while _busy(host):  # noqa: ASYNC110 (the Host announces no "all idle" event)
+        while await _busy(host):  # noqa: ASYNC110 (the Host announces no "all idle" event)
             await trio.sleep(0.05)
     host.begin_close()  # ends watches ("closed") and settles running turns
 
