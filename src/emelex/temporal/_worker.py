@@ -108,8 +108,8 @@ async def open_worker(
     )
     try:
         async with open_asyncio_thread("emelex-temporal-worker") as aio:
-            client = await aio.run(lambda: connect(address, options.namespace))
-            worker = make_worker(client, activities, options)
+            # Temporal's worker must be made on the loop it runs on.
+            worker = await aio.run(lambda: _connected_worker(activities, address, options))
             running = aio.submit(worker.run)
             try:
                 yield RunningWorker(options.task_queue, activities.digest)
@@ -142,9 +142,14 @@ def run_worker(
             trio.from_thread.run_sync(session.close, trio_token=portal.token)
 
 
+async def _connected_worker(
+    activities: TurnActivities, address: str, options: WorkerOptions
+) -> Worker:
+    return make_worker(await connect(address, options.namespace), activities, options)
+
+
 async def _serve(activities: TurnActivities, address: str, options: WorkerOptions) -> None:
-    client = await connect(address, options.namespace)
-    worker = make_worker(client, activities, options)
+    worker = await _connected_worker(activities, address, options)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
