@@ -88,6 +88,7 @@ async def eventually(probe: Callable[[], Awaitable[T | None]], deadline: float =
 
 async def file_appears(path: Path, deadline: float = 60.0) -> str:
     async def probe() -> str | None:
-        return path.read_text() if path.exists() and path.read_text() else None
+        text = await trio.Path(path).read_text() if path.exists() else ""  # noqa: ASYNC240
+        return text or None
 
     return await eventually(probe, deadline)

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("temporalio")
 
-from emelex.temporal import dev_server  # noqa: E402
+from emelex.temporal import dev_server
 
 
 @pytest.fixture(scope="session")

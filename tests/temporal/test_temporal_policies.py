@@ -9,6 +9,7 @@ import pytest
 import trio
 
 from emelex.agent import TurnCancelled
+from emelex.model import TextPart
 from emelex.temporal import (
     AuthorityDrift,
     TemporalEngine,
@@ -19,14 +20,16 @@ from tests.temporal._agents import AppendLine, Guarded, WaitForCancel, build_ses
 from tests.temporal._support import FAST, file_appears, queue
 
 
-async def test_cancel_waits_for_a_cooperative_tool(temporal_address: str, tmp_path: Path):
+async def test_cancel_waits_for_a_cooperative_tool(temporal_address: str, tmp_path: Path) -> None:
     started = tmp_path / "started.txt"
     worker_session = build_session(tmp_path, WaitForCancel(started))
     options = WorkerOptions(task_queue=queue(), heartbeat_interval=0.2)
     with trio.fail_after(60):
         async with (
             open_worker(worker_session, temporal_address, options=options),
-            TemporalEngine(temporal_address, task_queue=options.task_queue, settings=FAST) as engine,
+            TemporalEngine(
+                temporal_address, task_queue=options.task_queue, settings=FAST
+            ) as engine,
         ):
             session = await engine.create().start()
             failure: list[TurnCancelled] = []
@@ -44,16 +47,18 @@ async def test_cancel_waits_for_a_cooperative_tool(temporal_address: str, tmp_pa
     # A tool ran, so the turn is checkpointed with the tool's one result, not rolled back.
     assert cancelled.rolled_back is False
     assert [m.role for m in cancelled.checkpoint] == ["user", "assistant", "tool"]
-    assert cancelled.checkpoint[-1].content[0].text == "stopped early, cleanly"
+    assert cancelled.checkpoint[-1].content == (TextPart("stopped early, cleanly"),)
     assert session.history[-3:] == cancelled.checkpoint
 
 
-async def test_approval_is_denied_by_default(temporal_address: str, tmp_path: Path):
+async def test_approval_is_denied_by_default(temporal_address: str, tmp_path: Path) -> None:
     journal = tmp_path / "journal.txt"
     options = WorkerOptions(task_queue=queue())
     with trio.fail_after(60):
         async with (
-            open_worker(build_session(tmp_path, Guarded(journal)), temporal_address, options=options),
+            open_worker(
+                build_session(tmp_path, Guarded(journal)), temporal_address, options=options
+            ),
             TemporalEngine(temporal_address, task_queue=options.task_queue) as engine,
         ):
             session = await engine.create().start()
@@ -62,7 +67,7 @@ async def test_approval_is_denied_by_default(temporal_address: str, tmp_path: Pa
     assert not journal.exists()
 
 
-async def test_a_drifted_worker_refuses_the_turn(temporal_address: str, tmp_path: Path):
+async def test_a_drifted_worker_refuses_the_turn(temporal_address: str, tmp_path: Path) -> None:
     options = WorkerOptions(task_queue=queue())
     first = build_session(tmp_path, AppendLine(tmp_path / "a.txt"))
     with trio.fail_after(60):
@@ -84,7 +89,7 @@ async def test_a_drifted_worker_refuses_the_turn(temporal_address: str, tmp_path
     assert not (tmp_path / "a.txt").exists()
 
 
-async def test_two_workers_share_a_task_queue(temporal_address: str, tmp_path: Path):
+async def test_two_workers_share_a_task_queue(temporal_address: str, tmp_path: Path) -> None:
     task_queue = queue()
     # One activity at a time each, and tools that take a while: both must take work.
     options = [
@@ -107,7 +112,9 @@ async def test_two_workers_share_a_task_queue(temporal_address: str, tmp_path: P
 
             async def turn(line: str) -> None:
                 session = await engine.create().start()
-                answers.append((await session.send_and_wait(order("append_line", line=line))).response.text)
+                answers.append(
+                    (await session.send_and_wait(order("append_line", line=line))).response.text
+                )
 
             async with trio.open_nursery() as nursery:
                 for line in lines:

@@ -16,7 +16,7 @@ from emelex.agent import TurnCore, TurnPhase
 from emelex.temporal import TemporalEngine, TurnWorkflow, WorkerOptions, open_worker, workflow_id
 from emelex.temporal._bridge import open_asyncio_thread
 from emelex.temporal._worker import connect, workflow_runner
-from emelex.testing import Call, ScriptedModel, Say
+from emelex.testing import Call, Say, ScriptedModel
 from tests.temporal._agents import AppendLine, build_session
 from tests.temporal._support import queue
 

@@ -10,7 +10,7 @@ import trio
 
 from emelex.agent import AgentTurn
 from emelex.temporal import TemporalEngine, WorkerOptions, free_port, open_worker
-from emelex.testing import Call, ScriptedModel, Say
+from emelex.testing import Call, Say, ScriptedModel
 from tests.temporal._agents import AppendLine, build_session
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
@@ -32,7 +32,9 @@ def queue() -> str:
     return f"q{free_port()}"
 
 
-async def test_tool_round_commits_the_in_process_turn(temporal_address: str, tmp_path: Path):
+async def test_tool_round_commits_the_in_process_turn(
+    temporal_address: str, tmp_path: Path
+) -> None:
     local = build_session(tmp_path, AppendLine(tmp_path / "local.txt"), model=_script())
     expected = await local.run("append one")
     remote = build_session(tmp_path, AppendLine(tmp_path / "remote.txt"), model=_script())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import attrs
 import trio
@@ -73,7 +74,7 @@ async def test_kill_mid_tool_runs_the_effect_once(temporal_address: str, tmp_pat
                 with trio.fail_after(120):
                     async with trio.open_nursery() as nursery:
 
-                        async def turn(line: str = f"kill{kill}") -> None:
+                        async def turn(line: str = f"kill{kill}", session: Any = session) -> None:
                             answer = await session.send_and_wait(order("append_line", line=line))
                             answers.append(answer.response.text)
 

@@ -11,7 +11,6 @@ from emelex.temporal._activities import TRANSPORT_ERRORS, EventSideChannel, desc
 from emelex.temporal._bridge import AsyncioThread, TrioPortal, open_trio_thread
 from emelex.temporal._devserver import dev_server, free_port, temporal_cli
 from emelex.temporal._engine import (
-    RemoteTurnFailed,
     SessionSettings,
     TemporalEngine,
     TemporalSession,
@@ -19,7 +18,9 @@ from emelex.temporal._engine import (
 )
 from emelex.temporal._errors import (
     AuthorityDrift,
+    Interrupted,
     NoPendingApproval,
+    RemoteTurnFailed,
     TemporalError,
     TemporalUnavailable,
     TokenLimitExceeded,
@@ -44,6 +45,7 @@ __all__ = [
     "AsyncioThread",
     "AuthorityDrift",
     "EventSideChannel",
+    "Interrupted",
     "NoPendingApproval",
     "PendingApproval",
     "RemoteTurnFailed",
@@ -68,6 +70,7 @@ __all__ = [
     "run_worker",
     "temporal_cli",
     "workflow_id",
+    "workflow_runner",
 ]
 
 fix_module_names(__name__, globals())

@@ -170,7 +170,9 @@ class TurnActivities:
             try:
                 result = await self._portal.run(self._generate, spec, request, streamed)
             except TRANSPORT_ERRORS as exc:
-                raise ApplicationError(f"{type(exc).__name__}: {exc}", type="ModelTransport") from exc
+                raise ApplicationError(
+                    f"{type(exc).__name__}: {exc}", type="ModelTransport"
+                ) from exc
             except Exception as exc:
                 kind = type(exc).__name__ if isinstance(exc, ProtocolViolation) else "ModelFailed"
                 raise ApplicationError(
@@ -248,7 +250,11 @@ class TurnActivities:
         finish = entry.policy is ToolCancellationPolicy.FINISH_ONCE_STARTED
         async with _heartbeating(self._interval, lambda: None):
             output = await self._portal.run(
-                _invoke, entry.tool, invocation, finish_on_cancel=finish, on_cancel=cancellation.cancel
+                _invoke,
+                entry.tool,
+                invocation,
+                finish_on_cancel=finish,
+                on_cancel=cancellation.cancel,
             )
         return encode_output(output)
 

@@ -18,7 +18,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
-import functools
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
@@ -26,7 +25,7 @@ from typing import Any, TypeVar
 import trio
 
 from emelex.runtime import open_supervisor
-from emelex.temporal._errors import TemporalError
+from emelex.temporal._errors import Interrupted, TemporalError
 
 T = TypeVar("T")
 
@@ -34,10 +33,6 @@ T = TypeVar("T")
 DEFAULT_PORTAL_THREADS = 64
 #: How long starting or stopping a loop thread may take before it is reported.
 THREAD_DEADLINE = 30.0
-
-
-class Interrupted(TemporalError):
-    """A portal call was cancelled before it returned."""
 
 
 class _TrioCall:
@@ -84,9 +79,7 @@ class TrioPortal:
     @classmethod
     def current(cls, *, threads: int = DEFAULT_PORTAL_THREADS) -> TrioPortal:
         """A portal to the calling Trio loop, in the calling task's context."""
-        return cls(
-            trio.lowlevel.current_trio_token(), contextvars.copy_context(), threads=threads
-        )
+        return cls(trio.lowlevel.current_trio_token(), contextvars.copy_context(), threads=threads)
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -110,17 +103,15 @@ class TrioPortal:
         loop = asyncio.get_running_loop()
         # from_thread.run runs the Trio task in the calling thread's context: give it a
         # fresh copy of the loop's (a context cannot be entered by two threads at once).
-        future = loop.run_in_executor(
-            self._executor,
-            functools.partial(
-                self._context.copy().run,
-                trio.from_thread.run,
-                call.run,
-                fn,
-                args,
-                trio_token=self.token,
-            ),
-        )
+        context = self._context.copy()
+
+        def enter() -> T:
+            return trio.from_thread.run(call.run, fn, args, trio_token=self.token)
+
+        def hop() -> T:
+            return context.run(enter)
+
+        future = loop.run_in_executor(self._executor, hop)
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:

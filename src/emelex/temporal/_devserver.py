@@ -58,18 +58,14 @@ def _wait_listening(port: int, process: subprocess.Popen[bytes], deadline: float
 
 
 @contextlib.contextmanager
-def dev_server(
-    *, log: Path | None = None, start_deadline: float = START_DEADLINE
-) -> Iterator[str]:
+def dev_server(*, log: Path | None = None, start_deadline: float = START_DEADLINE) -> Iterator[str]:
     """Run ``temporal server start-dev`` on a free loopback port; yields its address."""
     cli = temporal_cli()
     port = free_port()
     out = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115
+    command = [cli, "server", "start-dev", "--ip", "127.0.0.1", "--headless"]
     process = subprocess.Popen(
-        [
-            cli, "server", "start-dev", "--ip", "127.0.0.1", "--headless",
-            "--port", str(port), "--log-level", "warn",
-        ],  # fmt: skip
+        [*command, "--port", str(port), "--log-level", "warn"],
         stdout=out,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,

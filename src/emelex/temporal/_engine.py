@@ -27,6 +27,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from emelex._facade import NoPublicConstructor
 from emelex._ids import new_id
 from emelex.agent import AgentTurn, Approve, Deny, TurnCancelled, TurnInProgress
 from emelex.model import GenerationOptions, Message, Part, TextPart
@@ -34,7 +35,7 @@ from emelex.temporal._bridge import AsyncioThread
 from emelex.temporal._errors import (
     AuthorityDrift,
     NoPendingApproval,
-    TemporalError,
+    RemoteTurnFailed,
     TemporalUnavailable,
     TurnNotRunning,
     TurnWorkflowFailed,
@@ -66,21 +67,6 @@ def workflow_id(session_id: str) -> str:
     return f"emelex-session-{session_id}"
 
 
-class RemoteTurnFailed(TemporalError):
-    """A turn failed on its workers; ``kind`` names the emelex error it raised there
-    (e.g. ``RoundLimitExceeded``, ``CeilingExceeded``, ``ModelFailed``). As for an
-    in-process turn, ``rolled_back`` says whether history kept nothing, ``checkpoint``
-    what it kept otherwise."""
-
-    def __init__(
-        self, kind: str, message: str, rolled_back: bool, checkpoint: tuple[Message, ...]
-    ) -> None:
-        super().__init__(f"{kind}: {message}")
-        self.kind = kind
-        self.rolled_back = rolled_back
-        self.checkpoint = checkpoint
-
-
 def _user_message(content: str | Sequence[Part | str]) -> Message:
     parts = [content] if isinstance(content, str) else list(content)
     return Message("user", [TextPart(p) if isinstance(p, str) else p for p in parts])
@@ -95,7 +81,7 @@ class SessionSettings:
     approvals: ApprovalMode = "deny"
     approval_timeout: float | None = None
     max_turn_tokens: int | None = None
-    timeouts: Timeouts = Timeouts()
+    timeouts: Timeouts = attrs.field(factory=Timeouts)
 
 
 class TemporalEngine(trio.abc.AsyncResource):
@@ -213,27 +199,21 @@ class _Starter:
 
 
 @final
-class TemporalSession:
+class TemporalSession(metaclass=NoPublicConstructor):
     """One session; its turns are workflow runs. Make it with :meth:`TemporalEngine.start`."""
 
-    def __init__(self, *_: object) -> None:
-        raise TypeError("TemporalSession has no public constructor: use TemporalEngine.start")
-
-    @classmethod
-    def _create(
-        cls,
+    def __init__(
+        self,
         engine: TemporalEngine,
         session_id: str,
         history: tuple[Message, ...],
         settings: SessionSettings,
-    ) -> TemporalSession:
-        self = object.__new__(cls)
+    ) -> None:
         self._engine = engine
         self.session_id = session_id
         self._committed = history
         self._settings = settings
         self._agent: AgentDescription | None = None
-        return self
 
     @property
     def history(self) -> tuple[Message, ...]:
@@ -281,7 +261,7 @@ class TemporalSession:
         aio, client = await engine._connected()
 
         async def start() -> WorkflowHandle[Any, Any]:
-            return await client.start_workflow(
+            handle: WorkflowHandle[Any, Any] = await client.start_workflow(
                 WORKFLOW,
                 to_data(spec),
                 id=workflow_id(self.session_id),
@@ -289,6 +269,7 @@ class TemporalSession:
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
             )
+            return handle
 
         try:
             handle = await aio.run(start)

@@ -4,6 +4,7 @@ so an application catches emelex errors whichever engine runs its turns."""
 from __future__ import annotations
 
 from emelex._errors import EmelexError, LimitExceeded
+from emelex.model import Message
 
 
 class TemporalError(EmelexError):
@@ -36,3 +37,22 @@ class TurnWorkflowFailed(TemporalError):
 
 class TokenLimitExceeded(TemporalError, LimitExceeded):
     """The turn used ``max_turn_tokens`` before its next model round could start."""
+
+
+class Interrupted(TemporalError):
+    """A portal call was cancelled before it returned."""
+
+
+class RemoteTurnFailed(TemporalError):
+    """A turn failed on its workers; ``kind`` names the emelex error it raised there
+    (e.g. ``RoundLimitExceeded``, ``CeilingExceeded``, ``ModelFailed``). As for an
+    in-process turn, ``rolled_back`` says whether history kept nothing, ``checkpoint``
+    what it kept otherwise."""
+
+    def __init__(
+        self, kind: str, message: str, rolled_back: bool, checkpoint: tuple[Message, ...]
+    ) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.rolled_back = rolled_back
+        self.checkpoint = checkpoint

@@ -89,7 +89,7 @@ class TurnInput:
     approvals: ApprovalMode = "deny"
     approval_timeout: float | None = None
     max_turn_tokens: int | None = None
-    timeouts: Timeouts = Timeouts()
+    timeouts: Timeouts = attrs.field(factory=Timeouts)
 
 
 @attrs.frozen

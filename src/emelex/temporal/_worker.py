@@ -51,7 +51,7 @@ async def connect(address: str, namespace: str = DEFAULT_NAMESPACE) -> Client:
         return await asyncio.wait_for(
             Client.connect(address, namespace=namespace), timeout=CONNECT_DEADLINE
         )
-    except (RPCError, RuntimeError, OSError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, RPCError, RuntimeError, OSError) as exc:
         raise TemporalUnavailable(f"cannot reach Temporal at {address}: {exc}") from exc
 
 

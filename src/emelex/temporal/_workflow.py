@@ -41,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
         measure_messages,
         referenced_tools,
     )
-    from emelex.model import Completed, ReasoningDelta, TextDelta, ToolDefinition
+    from emelex.model import Completed, Message, ReasoningDelta, TextDelta, ToolDefinition
     from emelex.temporal._errors import AuthorityDrift, TemporalError, TokenLimitExceeded
     from emelex.temporal._spec import (
         AgentDescription,
@@ -173,7 +173,7 @@ class TurnWorkflow:
         self._answers: dict[str, ApprovalAnswer] = {}
 
     @workflow.run
-    async def run(self, data: dict[str, Any]) -> dict[str, Any]:
+    async def run(self, data: Any) -> Any:
         spec = from_data(data, TurnInput)
         agent = spec.agent if spec.agent is not None else await self._describe(spec)
         core: TurnCore | None = None
@@ -298,7 +298,7 @@ class TurnWorkflow:
                 lambda: call.id in self._answers,
                 timeout=None if timeout is None else timedelta(seconds=timeout),
             )
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return Deny(f"no answer within {timeout:g} s")
         finally:
             self._pending.pop(call.id, None)
@@ -382,11 +382,9 @@ class _Reported(Exception):
         self.kind = kind
 
 
-def _ended(
-    agent: AgentDescription, core: TurnCore | None, status: Any, exc: Exception
-) -> dict[str, Any]:
+def _ended(agent: AgentDescription, core: TurnCore | None, status: Any, exc: Exception) -> Any:
     """A failed turn's result: the turn core's rule decides what history keeps."""
-    rolled_back, messages = True, ()
+    rolled_back, messages = True, tuple[Message, ...]()
     if core is not None and core.phase is not TurnPhase.ABORTED:
         resolution = core.abort()
         rolled_back, messages = resolution.rolled_back, resolution.messages
