@@ -39,9 +39,11 @@ CONNECT_DEADLINE = 30.0
 PASSTHROUGH = ("emelex", "attrs", "cattrs", "jsonschema", "referencing", "rpds", "re2", "trio")
 
 
-def workflow_runner() -> SandboxedWorkflowRunner:
+def workflow_runner(*passthrough: str) -> SandboxedWorkflowRunner:
+    """Temporal's sandbox, sharing emelex (and ``passthrough`` modules) with the worker."""
+    modules = (*PASSTHROUGH, *passthrough)
     return SandboxedWorkflowRunner(
-        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH)
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(*modules)
     )
 
 
@@ -67,6 +69,10 @@ class WorkerOptions:
     sticky_timeout: float = 10.0
     heartbeat_interval: float = 1.0
     identity: str | None = None
+    #: The application's own workflows, served beside the turn workflow, and modules
+    #: they need the sandbox to share rather than re-import every run.
+    workflows: tuple[type, ...] = ()
+    passthrough: tuple[str, ...] = ()
 
 
 def make_worker(client: Client, activities: TurnActivities, options: WorkerOptions) -> Worker:
@@ -74,9 +80,9 @@ def make_worker(client: Client, activities: TurnActivities, options: WorkerOptio
     return Worker(
         client,
         task_queue=options.task_queue,
-        workflows=[TurnWorkflow],
+        workflows=[TurnWorkflow, *options.workflows],
         activities=activities.activities(),
-        workflow_runner=workflow_runner(),
+        workflow_runner=workflow_runner(*options.passthrough),
         max_concurrent_activities=options.max_concurrent_activities,
         max_cached_workflows=options.max_cached_workflows,
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=options.sticky_timeout),
