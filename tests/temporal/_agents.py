@@ -125,10 +125,39 @@ class WaitForCancel:
         return ToolOutput("stopped early, cleanly")
 
 
-def build_session(workspace: Path, *tools: Any, model: Any = None) -> AgentSession:
+class Interruptible:
+    """An INTERRUPTIBLE tool that would run a minute; it records being interrupted."""
+
+    cancellation_policy = ToolCancellationPolicy.INTERRUPTIBLE
+
+    def __init__(self, started: Path) -> None:
+        self._started = started
+        self.interrupted = trio.Event()
+        self.definition = ToolDefinition(
+            "long_job", "A long job.", {"type": "object", "properties": {}}
+        )
+
+    def approval_reason(self, arguments: Mapping[str, Any]) -> str | None:
+        return None
+
+    async def invoke(self, invocation: ToolInvocation) -> ToolOutput:
+        self._started.write_text("started")
+        try:
+            await trio.sleep(60)
+        except trio.Cancelled:
+            self.interrupted.set()
+            raise
+        return ToolOutput("finished")
+
+
+def build_session(
+    workspace: Path, *tools: Any, model: Any = None, max_rounds: int | None = None
+) -> AgentSession:
     builder = AgentSession.builder(model or RequestModel(), workspace)
     builder.system_prompt("You are a test agent.").include_file_tools(False)
     builder.include_shell_tool(False).include_web_fetch(False).include_datetime(False)
+    if max_rounds is not None:
+        builder.max_rounds(max_rounds)
     return builder.tools(tools).build()
 
 
