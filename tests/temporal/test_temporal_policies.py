@@ -5,19 +5,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 
-from emelex.agent import TurnCancelled
+from emelex.agent import Deny, TurnCancelled
 from emelex.model import TextPart
 from emelex.temporal import (
     AuthorityDrift,
+    NoPendingApproval,
+    PendingApproval,
     TemporalEngine,
+    TurnNotRunning,
     WorkerOptions,
     open_worker,
 )
 from tests.temporal._agents import AppendLine, Guarded, WaitForCancel, build_session, order
-from tests.temporal._support import FAST, file_appears, queue
+from tests.temporal._support import FAST, eventually, file_appears, queue
 
 
 async def test_cancel_waits_for_a_cooperative_tool(temporal_address: str, tmp_path: Path) -> None:
@@ -123,3 +127,46 @@ async def test_two_workers_share_a_task_queue(temporal_address: str, tmp_path: P
     assert sorted(done["a"] + done["b"]) == lines  # every effect once, on one worker
     assert done["a"] and done["b"]
     assert sorted(answers) == sorted(f"done: appended {line}" for line in lines)
+
+
+async def test_respond_refuses_calls_that_do_not_wait(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    journal = tmp_path / "journal.txt"
+    options = WorkerOptions(task_queue=queue())
+    settings = attrs.evolve(FAST, approvals="ask")
+    answers: list[str] = []
+    with trio.fail_after(60):
+        async with (
+            open_worker(
+                build_session(tmp_path, Guarded(journal)), temporal_address, options=options
+            ),
+            TemporalEngine(
+                temporal_address, task_queue=options.task_queue, settings=settings
+            ) as engine,
+        ):
+            session = await engine.create().start()
+            with pytest.raises(TurnNotRunning):
+                await session.pending_approvals()  # no turn has started
+
+            async def pending() -> PendingApproval | None:
+                try:
+                    waiting = await session.pending_approvals()
+                except TurnNotRunning:
+                    return None
+                return waiting[0] if waiting else None
+
+            async def turn() -> None:
+                answer = await session.send_and_wait(order("guarded_append", line="x"))
+                answers.append(answer.response.text)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(turn)
+                waiting = await eventually(pending)
+                with pytest.raises(NoPendingApproval):
+                    await session.respond("not-a-call", Deny("no"))
+                await session.respond(waiting.call_id, Deny("not today"))
+                with pytest.raises((NoPendingApproval, TurnNotRunning)):
+                    await session.respond(waiting.call_id, Deny("twice"))
+    assert answers == ["done: denied: not today"]
+    assert not journal.exists()

@@ -24,7 +24,7 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.exceptions import CancelledError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from emelex._facade import NoPublicConstructor
@@ -290,6 +290,11 @@ class TemporalSession(metaclass=NoPublicConstructor):
                 await aio.run(handle.cancel)
             raise
         except WorkflowFailureError as exc:
+            if isinstance(exc.cause, CancelledError):
+                # Cancelled before the turn began (while its worker described the agent).
+                cancelled = TurnCancelled("the turn was cancelled before it started")
+                cancelled.rolled_back = True
+                raise cancelled from exc
             raise TurnWorkflowFailed(f"the turn's workflow did not complete: {exc.cause}") from exc
         except RPCError as exc:
             raise TemporalUnavailable(f"lost the turn's result: {exc}") from exc
@@ -305,13 +310,11 @@ class TemporalSession(metaclass=NoPublicConstructor):
 
 
 def _failure(result: TurnResult, kept: tuple[Message, ...]) -> Exception:
-    error: Exception
+    """The error an in-process turn would raise where emelex has one for it."""
     if result.status == "cancelled":
         cancelled = TurnCancelled(result.message)
         cancelled.rolled_back, cancelled.checkpoint = result.rolled_back, kept
         return cancelled
     if result.error_type == "AuthorityDrift":
-        error = AuthorityDrift(result.message)
-    else:
-        return RemoteTurnFailed(result.error_type, result.message, result.rolled_back, kept)
-    return error
+        return AuthorityDrift(result.message)
+    return RemoteTurnFailed(result.error_type, result.message, result.rolled_back, kept)

@@ -140,8 +140,15 @@ def run_worker(
     with open_trio_thread("emelex-temporal-trio") as portal:
         session = trio.from_thread.run(make_session, trio_token=portal.token)
         try:
-            activities = TurnActivities(
-                session, portal, on_event=on_event, heartbeat_interval=options.heartbeat_interval
+            # Describing the session reads its tools: that is Trio-side work too.
+            activities = trio.from_thread.run_sync(
+                lambda: TurnActivities(
+                    session,
+                    portal,
+                    on_event=on_event,
+                    heartbeat_interval=options.heartbeat_interval,
+                ),
+                trio_token=portal.token,
             )
             asyncio.run(_serve(activities, address, options))
         finally:

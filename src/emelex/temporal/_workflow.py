@@ -337,7 +337,7 @@ class TurnWorkflow:
             ),
         )
         try:
-            return _tool_output(await asyncio.shield(handle))
+            return decode_output(await asyncio.shield(handle))
         except asyncio.CancelledError:
             handle.cancel()
             if not finish:
@@ -345,17 +345,13 @@ class TurnWorkflow:
             # Finish once started: the tool hears of the cancellation and its one
             # result belongs in the checkpoint.
             try:
-                output = _tool_output(await handle)
+                output = decode_output(await handle)
             except ActivityError as exc:
                 output = _lost(exc)
             core.record_result(call.id, output, executed=True)
             raise
         except ActivityError as exc:
             return _lost(exc)
-
-
-def _tool_output(data: Any) -> ToolOutput:
-    return decode_output(data)
 
 
 def _lost(exc: ActivityError) -> ToolOutput:
