@@ -91,6 +91,18 @@ class AppendLine:
         return ToolOutput(f"appended {invocation.arguments['line']}")
 
 
+class IdempotentAppend(AppendLine):
+    """The same effect, declared idempotent: Temporal may run it again after a loss."""
+
+    idempotent = True
+
+    def __init__(self, path: Path, pause: float = 0.0, marker: Path | None = None) -> None:
+        super().__init__(path, pause, marker)
+        self.definition = ToolDefinition(
+            "idempotent_append", "Append a line (idempotent).", self.definition.parameters
+        )
+
+
 class Guarded(AppendLine):
     """The same effect, behind an approval (every call asks)."""
 

@@ -9,12 +9,14 @@ from pathlib import Path
 
 from emelex.agent import AgentSession
 from emelex.temporal import WorkerOptions, run_worker
-from tests.temporal._agents import AppendLine, Guarded, build_session
+from tests.temporal._agents import AppendLine, Guarded, IdempotentAppend, build_session
 
 
 def main() -> None:
     address, queue, workspace, pause = sys.argv[1:5]
     root = Path(workspace)
+    first = not (root / "spawned").exists()
+    (root / "spawned").touch()
 
     async def make() -> AgentSession:
         journal = root / "journal.txt"
@@ -22,6 +24,8 @@ def main() -> None:
             root,
             AppendLine(journal, float(pause), marker=root / "started.txt"),
             Guarded(journal),
+            # Pauses only in the first worker process: the retry on the next one returns.
+            IdempotentAppend(journal, float(pause) if first else 0.0, marker=root / "started.txt"),
         )
 
     # No sticky cache: a restarted worker takes the workflow's next task at once.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import trio
 
-from emelex.agent import AgentTurn
+from emelex.agent import AgentEvent, AgentTurn, AnswerDelta
 from emelex.temporal import TemporalEngine, WorkerOptions, free_port, open_worker
 from emelex.testing import Call, Say, ScriptedModel
 from tests.temporal._agents import AppendLine, build_session
@@ -49,3 +49,26 @@ async def test_tool_round_commits_the_in_process_turn(
     assert (tmp_path / "remote.txt").read_text() == "one\n"
     assert turn.rounds == expected.rounds == 2
     assert _shape(session.history) == _shape(local.history)
+
+
+async def test_deltas_reach_the_worker_side_channel(temporal_address: str, tmp_path: Path) -> None:
+    model = ScriptedModel([[Say("Hel"), Say("lo")]])
+    events: list[tuple[str, AgentEvent]] = []
+    options = WorkerOptions(task_queue=queue())
+    worker = build_session(tmp_path, model=model)
+    with trio.fail_after(60):
+        async with (
+            open_worker(
+                worker,
+                temporal_address,
+                options=options,
+                on_event=lambda s, e: events.append((s, e)),
+            ),
+            TemporalEngine(temporal_address, task_queue=options.task_queue) as engine,
+        ):
+            session = await engine.create().start()
+            turn = await session.send_and_wait("hi")
+    deltas = [event for sid, event in events if sid == session.session_id]
+    assert [d.text for d in deltas if isinstance(d, AnswerDelta)] == ["Hel", "lo"]
+    assert all(d.turn_id == turn.turn_id for d in deltas if isinstance(d, AnswerDelta))
+    assert turn.response.text == "Hello"

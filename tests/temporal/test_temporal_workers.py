@@ -86,3 +86,29 @@ async def test_kill_mid_tool_runs_the_effect_once(temporal_address: str, tmp_pat
     assert lines == [f"kill{kill}" for kill in range(KILLS)]  # each effect exactly once
     assert len(answers) == KILLS
     assert all(answer.startswith("done: lost: the worker running this call") for answer in answers)
+
+
+async def test_an_idempotent_tool_is_retried_after_a_kill(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    task_queue = queue()
+    journal, started = tmp_path / "journal.txt", tmp_path / "started.txt"
+    answers: list[str] = []
+    with worker_processes(temporal_address, task_queue, tmp_path, pause=60.0) as workers:
+        first = workers.spawn()
+        async with TemporalEngine(temporal_address, task_queue=task_queue, settings=FAST) as e:
+            session = await e.create().start()
+            with trio.fail_after(120):
+                async with trio.open_nursery() as nursery:
+
+                    async def turn() -> None:
+                        answer = await session.send_and_wait(order("idempotent_append", line="i"))
+                        answers.append(answer.response.text)
+
+                    nursery.start_soon(turn)
+                    await file_appears(started)
+                    workers.kill(first)
+                    workers.spawn()
+    # Declared idempotent: Temporal ran it again on the next worker, which answered.
+    assert journal.read_text().splitlines() == ["i", "i"]
+    assert answers == ["done: appended i"]
