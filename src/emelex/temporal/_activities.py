@@ -30,7 +30,7 @@ from emelex.agent import (
     ReasoningDelta,
     ToolProgress,
 )
-from emelex.model import Completed, GenerationRequest, Response, TextDelta
+from emelex.model import Completed, GenerationRequest, Response, TextDelta, VideoPart
 from emelex.model import ReasoningDelta as ModelReasoningDelta
 from emelex.model.openai import RateLimited, TransportFailure
 from emelex.runtime import AgentCancellation
@@ -68,6 +68,8 @@ TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
     httpx.TransportError,
     ConnectionError,
 )
+
+VIDEO_REFUSED = "video is refused: emelex has no bundled video decoder yet"
 
 #: Longest error text reported to the model for a failing tool (as in process).
 MAX_TOOL_ERROR_CHARS = 2_000
@@ -269,6 +271,9 @@ async def _invoke(tool: Any, invocation: ToolInvocation) -> ToolOutput:
     except Exception as exc:
         return ToolOutput.error(_bounded(f"tool {name!r} failed: {type(exc).__name__}: {exc}"))
     if isinstance(value, ToolOutput):
+        if any(isinstance(part, VideoPart) for part in value.content):
+            # As in process: no decoder, so encoded video never enters history.
+            return ToolOutput.error(f"tool {name!r} returned a video part; {VIDEO_REFUSED}")
         return value
     if isinstance(value, str):
         return ToolOutput(value)
