@@ -18,6 +18,7 @@ from emelex.temporal import (
     TemporalEngine,
     TurnNotRunning,
     WorkerOptions,
+    describe_session,
     open_worker,
 )
 from tests.temporal._agents import AppendLine, Guarded, WaitForCancel, build_session, order
@@ -170,3 +171,21 @@ async def test_respond_refuses_calls_that_do_not_wait(
                     await session.respond(waiting.call_id, Deny("twice"))
     assert answers == ["done: denied: not today"]
     assert not journal.exists()
+
+
+async def test_a_pinned_authority_is_checked_from_the_first_turn(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    expected = build_session(tmp_path, AppendLine(tmp_path / "a.txt"))
+    served = build_session(tmp_path, AppendLine(tmp_path / "a.txt"), Guarded(tmp_path / "b.txt"))
+    options = WorkerOptions(task_queue=queue())
+    with trio.fail_after(60):
+        async with (
+            open_worker(served, temporal_address, options=options),
+            TemporalEngine(temporal_address, task_queue=options.task_queue) as engine,
+        ):
+            session = await engine.create().pin(describe_session(expected)).start()
+            with pytest.raises(AuthorityDrift):
+                await session.send_and_wait("hello")
+            right = await engine.create().pin(describe_session(served)).start()
+            assert (await right.send_and_wait("hello")).response.text == "hello"

@@ -144,12 +144,17 @@ class TemporalEngine(trio.abc.AsyncResource):
         session_id: str | None = None,
         history: Sequence[Message] = (),
         settings: SessionSettings | None = None,
+        agent: AgentDescription | None = None,
     ) -> TemporalSession:
-        """A new session (nothing runs until its first turn)."""
+        """A new session (nothing runs until its first turn). ``agent`` pins the
+        authority from the first turn (``describe_session(session)`` of the agent you
+        expect); without it the first turn pins whatever its worker describes."""
         await self._connected()
-        return TemporalSession._create(
+        session = TemporalSession._create(
             self, session_id or new_id(), tuple(history), settings or self.settings
         )
+        session._agent = agent
+        return session
 
     async def pending_approvals(self, session_id: str) -> tuple[PendingApproval, ...]:
         """What the session's running turn waits for (from any client)."""
@@ -179,6 +184,12 @@ class _Starter:
     _session_id: str | None = None
     _history: tuple[Message, ...] = ()
     _settings: SessionSettings | None = None
+    _agent: AgentDescription | None = None
+
+    def pin(self, agent: AgentDescription) -> _Starter:
+        """Pin the authority from the first turn on (see :meth:`TemporalEngine.start`)."""
+        self._agent = agent
+        return self
 
     def session_id(self, session_id: str) -> _Starter:
         self._session_id = session_id
@@ -194,7 +205,10 @@ class _Starter:
 
     async def start(self) -> TemporalSession:
         return await self.engine.start(
-            session_id=self._session_id, history=self._history, settings=self._settings
+            session_id=self._session_id,
+            history=self._history,
+            settings=self._settings,
+            agent=self._agent,
         )
 
 
