@@ -122,7 +122,9 @@ async def open_worker(
             finally:
                 with trio.CancelScope(shield=True):
                     await aio.run(worker.shutdown)
-                    await trio.to_thread.run_sync(running.exception)
+                    failure = await trio.to_thread.run_sync(running.exception)
+            if failure is not None:  # the body ended well, but the worker had died
+                raise TemporalUnavailable(f"the Temporal worker failed: {failure}") from failure
     finally:
         portal.close()
 
