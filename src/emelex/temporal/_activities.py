@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -68,6 +69,8 @@ TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
     httpx.TransportError,
     ConnectionError,
 )
+
+_log = logging.getLogger("emelex.temporal")
 
 VIDEO_REFUSED = "video is refused: emelex has no bundled video decoder yet"
 
@@ -153,8 +156,14 @@ class TurnActivities:
             )
 
     def _emit(self, session_id: str, event: AgentEvent) -> None:
-        if self._on_event is not None:
+        if self._on_event is None:
+            return
+        try:
             self._on_event(session_id, event)
+        except Exception:
+            # The side channel is the application's fan-out, not the turn: its failure
+            # must not fail (or retry) a model round whose result history records.
+            _log.exception("the on_event side channel raised; the event is dropped")
 
     # -- describe --------------------------------------------------------------------------
     @activity.defn(name=DESCRIBE)
