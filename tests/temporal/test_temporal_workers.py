@@ -4,6 +4,7 @@ effect never happens twice (the next worker finishes the turn)."""
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -112,3 +113,20 @@ async def test_an_idempotent_tool_is_retried_after_a_kill(
     # Declared idempotent: Temporal ran it again on the next worker, which answered.
     assert journal.read_text().splitlines() == ["i", "i"]
     assert answers == ["done: appended i"]
+
+
+async def test_a_worker_process_stops_cleanly_on_sigterm(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    task_queue = queue()
+    with worker_processes(temporal_address, task_queue, tmp_path) as workers:
+        process = workers.spawn()
+        async with TemporalEngine(temporal_address, task_queue=task_queue) as engine:
+            session = await engine.create().start()
+            with trio.fail_after(60):
+                turn = await session.send_and_wait("hello")  # it serves
+        assert turn.response.text == "hello"
+        process.send_signal(signal.SIGTERM)
+        with trio.fail_after(30):
+            code = await trio.to_thread.run_sync(process.wait)
+    assert code == 0
