@@ -189,3 +189,24 @@ async def test_a_pinned_authority_is_checked_from_the_first_turn(
                 await session.send_and_wait("hello")
             right = await engine.create().pin(describe_session(served)).start()
             assert (await right.send_and_wait("hello")).response.text == "hello"
+
+
+async def test_an_unanswered_approval_is_denied_at_its_timeout(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    journal = tmp_path / "journal.txt"
+    options = WorkerOptions(task_queue=queue())
+    settings = attrs.evolve(FAST, approvals="ask", approval_timeout=0.5)
+    with trio.fail_after(60):
+        async with (
+            open_worker(
+                build_session(tmp_path, Guarded(journal)), temporal_address, options=options
+            ),
+            TemporalEngine(
+                temporal_address, task_queue=options.task_queue, settings=settings
+            ) as engine,
+        ):
+            session = await engine.create().start()
+            turn = await session.send_and_wait(order("guarded_append", line="late"))
+    assert turn.response.text == "done: denied: no answer within 0.5 s"
+    assert not journal.exists()
