@@ -80,6 +80,8 @@ BENCHMARKS: dict[str, str] = {
     "service_git": "the Host's git_status on a 10,000-file repository against git status",
     "transport": "the Host over its socket (emelex serve) against bare hypercorn and in process",
     "drafts": "live drafts of a streaming answer to live watchers against none",
+    "temporal": "a tool round as a Temporal turn workflow against a hand-written workflow "
+    "running the same activities",
 }
 #: Seconds a benchmark may run before it is stopped (and its rows marked failed).
 TIMEOUT_FULL = 3_600.0

@@ -21,7 +21,7 @@ from emelex.agent._builder import (
     MAX_SHELL_TIMEOUT_SECONDS,
     AgentSessionBuilder,
 )
-from emelex.agent._ceilings import ResourceCeilings
+from emelex.agent._ceilings import ResourceCeilings, measure_messages
 from emelex.agent._errors import (
     AgentError,
     ApprovalFailed,
@@ -63,9 +63,9 @@ from emelex.agent._events import (
     TurnStarted,
 )
 from emelex.agent._fitting import fit_rounds
-from emelex.agent._history import validate_history
+from emelex.agent._history import referenced_tools, validate_history
 from emelex.agent._session import AgentSession
-from emelex.agent._tool_table import DEFAULT_TOOL_RETRIES
+from emelex.agent._tool_table import DEFAULT_TOOL_RETRIES, ToolTable
 from emelex.agent._turn import EventConsumer, ToolJournal, current_turn
 from emelex.agent._turn_core import (
     DEFAULT_MAX_RETRIES,
@@ -91,6 +91,8 @@ from emelex.tools.builtin import WebSearchProvider, WebSearchResult
 __all__ = [
     "validate_history",
     "fit_rounds",
+    "measure_messages",
+    "referenced_tools",
     "current_turn",
     "check_max_retries",
     "AUTHORITY_VERSION",
@@ -151,6 +153,7 @@ __all__ = [
     "ToolStarted",
     "ToolJournal",
     "ToolJournalFailed",
+    "ToolTable",
     "ToolUnavailable",
     "TurnCancelled",
     "TurnCompleted",

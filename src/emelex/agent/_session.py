@@ -12,7 +12,12 @@ from emelex._facade import NoPublicConstructor
 from emelex._ids import new_id
 from emelex.agent._authority import AgentAuthoritySnapshot
 from emelex.agent._builder import AgentSessionBuilder, SessionParts
-from emelex.agent._ceilings import RequestSize, measure_message, measure_messages
+from emelex.agent._ceilings import (
+    RequestSize,
+    ResourceCeilings,
+    measure_message,
+    measure_messages,
+)
 from emelex.agent._errors import (
     SessionClosed,
     ToolUnavailable,
@@ -21,6 +26,7 @@ from emelex.agent._errors import (
 )
 from emelex.agent._history import referenced_tools
 from emelex.agent._options import check_options_capabilities
+from emelex.agent._tool_table import ToolTable
 from emelex.agent._turn import EventConsumer, TurnDriver, turn_failure
 from emelex.agent._turn_core import AgentTurn, TurnCore, check_max_retries, check_max_rounds
 from emelex.agent._video import VIDEO_REFUSED
@@ -151,6 +157,30 @@ class AgentSession(metaclass=NoPublicConstructor):
     @property
     def workspace(self) -> Workspace:
         return self._workspace
+
+    # -- what a turn is made of (for drivers outside this process: emelex.temporal) ------
+    @property
+    def client(self) -> Client:
+        return self._client
+
+    @property
+    def tool_table(self) -> ToolTable:
+        """The registered tools (the authority ceiling) with their validators."""
+        return self._table
+
+    @property
+    def ceilings(self) -> ResourceCeilings:
+        return self._ceilings
+
+    @property
+    def strip_reasoning(self) -> bool:
+        """True when the model's template is proven not to keep reasoning in history."""
+        return self._strip
+
+    def turn_options(self, options: GenerationOptions | None = None) -> GenerationOptions:
+        """The options a turn runs with: the session's, overlaid with ``options``, and the
+        default ``max_tokens`` when neither sets one. Raises CapabilityMissing."""
+        return self._merged_options(options)
 
     def set_enabled_tools(self, names: Iterable[str]) -> None:
         """Replace the enabled subset atomically. Raises :class:`ToolUnavailable` (and
