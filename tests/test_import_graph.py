@@ -338,3 +338,12 @@ def test_the_private_read_finder_sees_reads_of_foreign_names(tmp_path: pathlib.P
         encoding="utf-8",
     )
     assert list(_private_reads(path)) == [("_sessions", 5)]
+
+
+def test_the_two_stores_share_modules_instead_of_each_other() -> None:
+    """SQLite and PostgreSQL share decoding (``store/_decode.py``), the log values and the
+    search blocks; neither reaches into the other."""
+    graph = _graph(typing=True)
+    sqlite, postgres = "emelex.store._sqlite", "emelex.store.postgres._store"
+    assert sqlite not in graph[postgres] and postgres not in graph[sqlite]
+    assert "emelex.store._decode" in graph[postgres] and "emelex.store._decode" in graph[sqlite]

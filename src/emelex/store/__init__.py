@@ -3,6 +3,7 @@ publish, and operation receipts (one transaction per turn), in an embedded SQLit
 (:mod:`emelex.store.postgres`) a PostgreSQL database several Hosts share."""
 
 from emelex._facade import fix_module_names
+from emelex.store._decode import MAX_PAGE_ROWS, SessionSummary, StoredSession
 from emelex.store._errors import (
     LeaseLost,
     OperationConflict,
@@ -32,13 +33,7 @@ from emelex.store._permissions import directory_looser_than_private, make_privat
 from emelex.store._protocol import Store
 from emelex.store._schema import SCHEMA_VERSION
 from emelex.store._search import CandidatePage, CandidateRow
-from emelex.store._sqlite import (
-    MAX_PAGE_ROWS,
-    SessionSummary,
-    SqliteStore,
-    StoredSession,
-    open_sqlite_store,
-)
+from emelex.store._sqlite import SqliteStore, open_sqlite_store
 
 __all__ = [
     "directory_looser_than_private",

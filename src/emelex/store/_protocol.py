@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from emelex.model import Message
+from emelex.store._decode import SessionSummary, StoredSession
 from emelex.store._log import (
     AppendResult,
     NewEvent,
@@ -22,7 +23,6 @@ from emelex.store._log import (
     StoredRow,
 )
 from emelex.store._search import CandidatePage
-from emelex.store._sqlite import SessionSummary, StoredSession
 
 R = TypeVar("R")
 

@@ -19,14 +19,26 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Final, TypeVar
 
-import attrs
 import trio
 
 from emelex._builders import positional_builder
 from emelex._errors import SerializationError
-from emelex._text import clip
 from emelex.model import Message, from_json, to_json
 from emelex.runtime import DedicatedWorker, WorkerJob, open_dedicated_worker
+from emelex.store._decode import (
+    MAX_PAGE_ROWS,
+    SessionSummary,
+    StoredSession,
+    calls_field,
+    count_field,
+    decode_row,
+    json_object_field,
+    number_field,
+    raise_bad_row,
+    row_field,
+    session_title,
+    text_field,
+)
 from emelex.store._errors import (
     OperationConflict,
     SessionExists,
@@ -44,7 +56,6 @@ from emelex.store._log import (
     Position,
     RowFields,
     RowPage,
-    StoredCall,
     StoredEvent,
     StoredRow,
     ToolNames,
@@ -56,34 +67,7 @@ from emelex.store._search import CandidatePage, _BadBlock, append_to_blocks, sca
 T = TypeVar("T")
 R = TypeVar("R")
 
-TITLE_CHARACTERS = 200
-#: The most rows (or events) one read returns.
-MAX_PAGE_ROWS = 1000
 MAX_READERS = 16
-
-
-@attrs.frozen
-class SessionSummary:
-    id: str
-    created_at: float
-    updated_at: float
-    turns: int
-    messages: int
-    title: str
-
-
-@attrs.frozen
-class StoredSession:
-    """A stored session: its authority snapshot (JSON), its configuration (JSON object
-    chosen by the application) and every committed message in order."""
-
-    id: str
-    created_at: float
-    updated_at: float
-    authority: str
-    config: dict[str, Any]
-    turns: int
-    messages: tuple[Message, ...]
 
 
 #: SQLite's primary result codes for a damaged file or one that is not a database.
@@ -97,122 +81,9 @@ def _map_sqlite(exc: sqlite3.Error, path: str, session_id: str | None = None) ->
     return StoreError(f"store {path}: {exc}")
 
 
-def _text(value: object, path: str, session_id: str, field: str) -> str:
-    if not isinstance(value, str):
-        raise StoreCorrupt(
-            f"expected text, found {clip(repr(value), 60)}",
-            path=path,
-            session_id=session_id,
-            field=field,
-        )
-    return value
-
-
-def _number(value: object, path: str, session_id: str, field: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise StoreCorrupt(
-            f"expected a number, found {clip(repr(value), 60)}",
-            path=path,
-            session_id=session_id,
-            field=field,
-        )
-    return float(value)
-
-
-def _count(value: object, path: str, session_id: str, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise StoreCorrupt(
-            f"expected a count, found {clip(repr(value), 60)}",
-            path=path,
-            session_id=session_id,
-            field=field,
-        )
-    return value
-
-
-def _json_object(value: object, path: str, session_id: str, field: str) -> dict[str, Any]:
-    text = _text(value, path, session_id, field)
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise StoreCorrupt(
-            f"not valid JSON ({exc})", path=path, session_id=session_id, field=field
-        ) from exc
-    if not isinstance(data, dict):
-        raise StoreCorrupt(
-            f"expected a JSON object, found {type(data).__name__}",
-            path=path,
-            session_id=session_id,
-            field=field,
-        )
-    return data
-
-
-def _calls(value: object, path: str, session_id: str, field: str) -> tuple[StoredCall, ...]:
-    if value is None:
-        return ()
-    try:
-        data = json.loads(_text(value, path, session_id, field))
-        return tuple(StoredCall(id=str(c[0]), name=str(c[1]), arguments=dict(c[2])) for c in data)
-    except (ValueError, TypeError, IndexError, KeyError, RecursionError) as exc:
-        raise StoreCorrupt(
-            f"not a list of calls ({exc})", path=path, session_id=session_id, field=field
-        ) from exc
-
-
 _position = positional_builder(Position)
 _row_fields = positional_builder(RowFields)
 _stored_row = positional_builder(StoredRow)
-
-
-def _raise_bad_row(path: str, session_id: str, r: Any) -> None:
-    """Name the first column of a ``_SELECT_PAGE`` row whose type is wrong."""
-    field = f"rows[{r[0]},{r[1]}]"
-    _count(r[0], path, session_id, field)
-    _count(r[1], path, session_id, field)
-    for index, name in ((2, "turn_id"), (3, "role"), (4, "body")):
-        _text(r[index], path, session_id, f"{field}.{name}")
-    for index, name in ((5, "thinking"), (6, "tool_calls"), (7, "tool_call_id"), (8, "tool_name")):
-        if r[index] is not None:
-            _text(r[index], path, session_id, f"{field}.{name}")
-    raise StoreCorrupt("a value of unexpected type", path=path, session_id=session_id, field=field)
-
-
-def _row_field(r: Any) -> str:
-    return f"rows[{r[0]},{r[1]}].tool_calls"
-
-
-def _title(messages: Sequence[Message]) -> str:
-    for message in messages:
-        if message.role == "user":
-            # Bounded here; the command line shortens it for display at a word boundary.
-            return " ".join(message.text.split())[:TITLE_CHARACTERS]
-    return ""
-
-
-def decode_row(path: str, session_id: str, r: Any) -> StoredRow:
-    """A row selected with ``_SELECT_ROWS``'s columns, checked (shared by every store)."""
-    field = f"rows[{r[0]},{r[1]}]"
-    optional = [
-        None if value is None else _text(value, path, session_id, field)
-        for value in (r[5], r[6], r[8])
-    ]
-    return StoredRow(
-        position=Position(
-            _count(r[0], path, session_id, field), _count(r[1], path, session_id, field)
-        ),
-        turn_id=_text(r[2], path, session_id, field + ".turn_id"),
-        fields=RowFields(
-            role=_text(r[3], path, session_id, field + ".role"),
-            internal=bool(r[4]),
-            tool_name=optional[0],
-            tool_call_id=optional[1],
-            body=_text(r[7], path, session_id, field + ".body"),
-            thinking=optional[2],
-        ),
-        tool_calls=_calls(r[9], path, session_id, field + ".tool_calls"),
-        message_json=_text(r[10], path, session_id, field + ".message"),
-    )
 
 
 class SqliteStore:
@@ -332,7 +203,7 @@ class SqliteStore:
             return None
         if row[0] != digest:
             raise OperationConflict(session_id, reference)
-        return _text(row[1], self.path, session_id, "operations.receipt")
+        return text_field(row[1], self.path, session_id, "operations.receipt")
 
     async def append_turn(
         self,
@@ -364,7 +235,7 @@ class SqliteStore:
         """
         encoded = [(event, json.dumps(event.payload)) for event in events]
         settled = sum(1 for event in events if event.kind == TURN_SETTLED)
-        title = _title([row for event in events for row in event.rows])
+        title = session_title([row for event in events for row in event.rows])
 
         def append(job: WorkerJob[sqlite3.Connection, AppendResult]) -> AppendResult:
             db = job.resource
@@ -392,7 +263,7 @@ class SqliteStore:
         row = db.execute("SELECT last_sequence FROM sessions WHERE id=?", (session_id,)).fetchone()
         if row is None:
             raise SessionNotFound(f"no stored session {session_id}")
-        last = _count(row[0], self.path, session_id, "sessions.last_sequence")
+        last = count_field(row[0], self.path, session_id, "sessions.last_sequence")
         if operation is not None:
             used = db.execute(
                 "SELECT digest, receipt FROM operations WHERE session_id=? AND reference=?",
@@ -401,7 +272,7 @@ class SqliteStore:
             if used is not None:
                 if used[0] != operation.digest:
                     raise OperationConflict(session_id, operation.reference)
-                original = _text(used[1], self.path, session_id, "operations.receipt")
+                original = text_field(used[1], self.path, session_id, "operations.receipt")
                 return AppendResult(sequences=(), receipt=original, replayed=True)
         now = time.time()
         names = self._tool_names(db, session_id, encoded)
@@ -508,8 +379,8 @@ class SqliteStore:
         row = await self._read(find, session_id)
         if row is None:
             return None
-        info = _text(row[0], self.path, session_id, "patches.info")
-        size = _count(row[1], self.path, session_id, "patches.data")
+        info = text_field(row[0], self.path, session_id, "patches.info")
+        size = count_field(row[1], self.path, session_id, "patches.data")
         data = b"" if row[2] in ("", None) else row[2]  # SQLite's substr of an empty blob
         if not isinstance(data, bytes):
             raise StoreCorrupt(
@@ -528,7 +399,9 @@ class SqliteStore:
             ).fetchone()
 
         row = await self._read(find, session_id)
-        return None if row is None else _text(row[0], self.path, session_id, "operations.receipt")
+        return (
+            None if row is None else text_field(row[0], self.path, session_id, "operations.receipt")
+        )
 
     # -- reading ----------------------------------------------------------------------------
     async def last_sequence(self, session_id: str) -> int:
@@ -542,7 +415,7 @@ class SqliteStore:
         row = await self._read(find, session_id)
         if row is None:
             raise SessionNotFound(f"no stored session {session_id}")
-        return _count(row[0], self.path, session_id, "sessions.last_sequence")
+        return count_field(row[0], self.path, session_id, "sessions.last_sequence")
 
     async def last_position(self, session_id: str) -> Position | None:
         """The newest row's position (internal rows included), None without rows."""
@@ -559,8 +432,8 @@ class SqliteStore:
             return None
         field = "rows.position"
         return Position(
-            _count(row[0], self.path, session_id, field),
-            _count(row[1], self.path, session_id, field),
+            count_field(row[0], self.path, session_id, field),
+            count_field(row[1], self.path, session_id, field),
         )
 
     async def history_page(
@@ -596,7 +469,7 @@ class SqliteStore:
             return fence, rows
 
         fence, rows = await self._read_snapshot(page, session_id, small=limit <= INLINE_ROWS)
-        fence = _count(fence, self.path, session_id, "sessions.last_sequence")
+        fence = count_field(fence, self.path, session_id, "sessions.last_sequence")
         decoded = tuple(self._row(session_id, r) for r in rows[:limit])
         more = len(rows) > limit
         return RowPage(
@@ -642,7 +515,7 @@ class SqliteStore:
             return fence, rows
 
         fence, rows = await self._read_snapshot(page, session_id, small=limit <= INLINE_ROWS)
-        fence = _count(fence, self.path, session_id, "sessions.last_sequence")
+        fence = count_field(fence, self.path, session_id, "sessions.last_sequence")
         path = self.path
         built = []
         for r in rows[:limit]:
@@ -659,7 +532,7 @@ class SqliteStore:
                 and sequence >= 0
                 and index >= 0
             ):
-                _raise_bad_row(path, session_id, r)
+                raise_bad_row(path, session_id, r)
             built.append(
                 build(
                     sequence,
@@ -668,7 +541,7 @@ class SqliteStore:
                     role,
                     body,
                     thinking,
-                    () if calls is None else _calls(calls, path, session_id, _row_field(r)),
+                    () if calls is None else calls_field(calls, path, session_id, row_field(r)),
                     call_id,
                     tool_name,
                     internal != 0,
@@ -729,7 +602,7 @@ class SqliteStore:
             if row is None:
                 raise SessionNotFound(f"no stored session {session_id}")
             newest = row[0] if through is None else through
-            fence = _count(newest, self.path, session_id, "sessions.last_sequence")
+            fence = count_field(newest, self.path, session_id, "sessions.last_sequence")
             try:
                 page = scan_blocks(
                     db,
@@ -785,14 +658,14 @@ class SqliteStore:
             field = f"events[sequence={r[0]}]"
             turn_id = r[2]
             if turn_id is not None:
-                turn_id = _text(turn_id, path, session_id, field + ".turn_id")
+                turn_id = text_field(turn_id, path, session_id, field + ".turn_id")
             events.append(
                 StoredEvent(
-                    sequence=_count(r[0], path, session_id, field),
-                    kind=_text(r[1], path, session_id, field + ".kind"),
+                    sequence=count_field(r[0], path, session_id, field),
+                    kind=text_field(r[1], path, session_id, field + ".kind"),
                     turn_id=turn_id,
-                    at=_number(r[3], path, session_id, field + ".at"),
-                    payload=_json_object(r[4], path, session_id, field + ".payload"),
+                    at=number_field(r[3], path, session_id, field + ".at"),
+                    payload=json_object_field(r[4], path, session_id, field + ".payload"),
                 )
             )
         return tuple(events)
@@ -820,7 +693,7 @@ class SqliteStore:
             _position(sequence, index),
             turn_id,
             _row_fields(role, body, thinking, tool_name, call_id, internal != 0),
-            () if calls is None else _calls(calls, self.path, session_id, _row_field(r)),
+            () if calls is None else calls_field(calls, self.path, session_id, row_field(r)),
             r[10],
         )
 
@@ -835,7 +708,7 @@ class SqliteStore:
         row = await self._read(find, session_id)
         if row is None:
             raise SessionNotFound(f"no stored session {session_id}")
-        return _json_object(row[0], self.path, session_id, "config")
+        return json_object_field(row[0], self.path, session_id, "config")
 
     async def load_session(self, session_id: str) -> StoredSession:
         def load(job: WorkerJob[sqlite3.Connection, tuple[Any, list[Any]]]) -> Any:
@@ -860,22 +733,22 @@ class SqliteStore:
 
         row, bodies = await self._read(load, session_id)
         path = self.path
-        authority = _text(row[3], path, session_id, "authority")
-        _json_object(authority, path, session_id, "authority")
+        authority = text_field(row[3], path, session_id, "authority")
+        json_object_field(authority, path, session_id, "authority")
         messages = []
         for sequence, index, body in bodies:
             field = f"rows[{sequence},{index}].message"
             try:
-                messages.append(from_json(_text(body, path, session_id, field), Message))
+                messages.append(from_json(text_field(body, path, session_id, field), Message))
             except SerializationError as exc:
                 raise StoreCorrupt(str(exc), path=path, session_id=session_id, field=field) from exc
         return StoredSession(
             id=session_id,
-            created_at=_number(row[1], path, session_id, "created_at"),
-            updated_at=_number(row[2], path, session_id, "updated_at"),
+            created_at=number_field(row[1], path, session_id, "created_at"),
+            updated_at=number_field(row[2], path, session_id, "updated_at"),
             authority=authority,
-            config=_json_object(row[4], path, session_id, "config"),
-            turns=_count(row[5], path, session_id, "turns"),
+            config=json_object_field(row[4], path, session_id, "config"),
+            turns=count_field(row[5], path, session_id, "turns"),
             messages=tuple(messages),
         )
 
@@ -894,11 +767,11 @@ class SqliteStore:
             session_id = r[0] if isinstance(r[0], str) else repr(r[0])
             summaries.append(
                 SessionSummary(
-                    id=_text(r[0], path, session_id, "id"),
-                    created_at=_number(r[1], path, session_id, "created_at"),
-                    updated_at=_number(r[2], path, session_id, "updated_at"),
-                    turns=_count(r[3], path, session_id, "turns"),
-                    title=_text(r[4], path, session_id, "title"),
+                    id=text_field(r[0], path, session_id, "id"),
+                    created_at=number_field(r[1], path, session_id, "created_at"),
+                    updated_at=number_field(r[2], path, session_id, "updated_at"),
+                    turns=count_field(r[3], path, session_id, "turns"),
+                    title=text_field(r[4], path, session_id, "title"),
                     messages=r[5],
                 )
             )
@@ -921,7 +794,7 @@ class SqliteStore:
             "updated_at": stored.updated_at,
             "turns": stored.turns,
             "config": stored.config,
-            "authority": _json_object(stored.authority, self.path, stored.id, "authority"),
+            "authority": json_object_field(stored.authority, self.path, stored.id, "authority"),
             "messages": [json.loads(to_json(message)) for message in stored.messages],
         }
 

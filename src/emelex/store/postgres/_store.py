@@ -41,6 +41,17 @@ from emelex._builders import flat_builder
 from emelex._errors import SerializationError
 from emelex.model import Message, from_json, to_json
 from emelex.runtime import DedicatedWorker, WorkerJob, WorkerJobAborted, open_dedicated_worker
+from emelex.store._decode import (
+    MAX_PAGE_ROWS,
+    SessionSummary,
+    StoredSession,
+    calls_field,
+    count_field,
+    json_object_field,
+    number_field,
+    session_title,
+    text_field,
+)
 from emelex.store._errors import (
     LeaseLost,
     OperationConflict,
@@ -71,17 +82,6 @@ from emelex.store._search import (
     TOOL_ARGUMENTS,
     CandidatePage,
     CandidateRow,
-)
-from emelex.store._sqlite import (
-    MAX_PAGE_ROWS,
-    SessionSummary,
-    StoredSession,
-    _calls,
-    _count,
-    _json_object,
-    _number,
-    _text,
-    _title,
 )
 from emelex.store.postgres._reader import TrioReader
 from emelex.store.postgres._schema import CHANNEL, prepare
@@ -348,7 +348,7 @@ class PostgresStore:
             return None
         if row[0] != digest:
             raise OperationConflict(session_id, reference)
-        return _text(row[1], self.path, session_id, "operations.receipt")
+        return text_field(row[1], self.path, session_id, "operations.receipt")
 
     async def operation_receipt(self, session_id: str, reference: str) -> str | None:
         """The receipt recorded for ``reference``, or None."""
@@ -360,7 +360,9 @@ class PostgresStore:
             ).fetchone()
 
         row = await self._run(find, session_id)
-        return None if row is None else _text(row[0], self.path, session_id, "operations.receipt")
+        return (
+            None if row is None else text_field(row[0], self.path, session_id, "operations.receipt")
+        )
 
     async def append_turn(
         self,
@@ -394,7 +396,7 @@ class PostgresStore:
         that lease's token is the session's current one (else :class:`LeaseLost`)."""
         encoded = [(event, json.dumps(event.payload)) for event in events]
         settled = sum(1 for event in events if event.kind == TURN_SETTLED)
-        title = _title([row for event in events for row in event.rows])
+        title = session_title([row for event in events for row in event.rows])
 
         def append(db: _Db) -> AppendResult:
             with db.transaction():
@@ -418,7 +420,7 @@ class PostgresStore:
         ).fetchone()
         if row is None:
             raise SessionNotFound(f"no stored session {session_id}")
-        last = _count(row[0], self.path, session_id, "sessions.last_sequence")
+        last = count_field(row[0], self.path, session_id, "sessions.last_sequence")
         if lease is not None:
             # A share lock: a Host taking the session over waits for this commit.
             held = db.execute(
@@ -443,7 +445,7 @@ class PostgresStore:
                 assert used is not None  # the conflicting row is committed and never deleted
                 if used[0] != operation.digest:
                     raise OperationConflict(session_id, operation.reference)
-                original = _text(used[1], self.path, session_id, "operations.receipt")
+                original = text_field(used[1], self.path, session_id, "operations.receipt")
                 return AppendResult(sequences=(), receipt=original, replayed=True)
             receipt = operation.receipt
         now = time.time()
@@ -627,7 +629,7 @@ class PostgresStore:
         row = await self._run(find, session_id)
         if row is None:
             raise SessionNotFound(f"no stored session {session_id}")
-        return _count(row[0], self.path, session_id, "sessions.last_sequence")
+        return count_field(row[0], self.path, session_id, "sessions.last_sequence")
 
     async def sequences(self) -> dict[str, int]:
         """Every session's newest sequence (the catch-up query of watching Hosts)."""
@@ -693,7 +695,7 @@ class PostgresStore:
             _, sequence, index, turn_id, role, internal, name, call_id, body, thinking = row[:10]
             calls = row[10]
             if calls is not None:
-                calls = _calls(calls, path, session_id, _calls_field(row))
+                calls = calls_field(calls, path, session_id, _calls_field(row))
             append(
                 _page_row(
                     sequence,
@@ -733,7 +735,7 @@ class PostgresStore:
             _, sequence, index, turn_id, role, internal, name, call_id, body, thinking = row[:10]
             calls = row[10]
             if calls is not None:
-                calls = _calls(calls, path, session_id, _calls_field(row))
+                calls = calls_field(calls, path, session_id, _calls_field(row))
             built.append(
                 build(
                     sequence,
@@ -817,7 +819,7 @@ class PostgresStore:
         # SQLite would take anything), so only the JSON of the calls needs a check here;
         # the message is checked when decoded.
         field = f"rows[{r[0]},{r[1]}].tool_calls"
-        calls = () if r[9] is None else _calls(r[9], self.path, session_id, field)
+        calls = () if r[9] is None else calls_field(r[9], self.path, session_id, field)
         return StoredRow(
             Position(r[0], r[1]), r[2], RowFields(r[3], r[7], r[8], r[5], r[6], r[4]), calls, r[10]
         )
@@ -837,10 +839,10 @@ class PostgresStore:
             events.append(
                 StoredEvent(
                     sequence=int(r[0]),
-                    kind=_text(r[1], path, session_id, field + ".kind"),
+                    kind=text_field(r[1], path, session_id, field + ".kind"),
                     turn_id=r[2],
                     at=float(r[3]),
-                    payload=_json_object(r[4], path, session_id, field + ".payload"),
+                    payload=json_object_field(r[4], path, session_id, field + ".payload"),
                 )
             )
         return tuple(events)
@@ -854,7 +856,7 @@ class PostgresStore:
         row = await self._run(find, session_id)
         if row is None:
             raise SessionNotFound(f"no stored session {session_id}")
-        return _json_object(row[0], self.path, session_id, "config")
+        return json_object_field(row[0], self.path, session_id, "config")
 
     async def load_session(self, session_id: str) -> StoredSession:
         def load(db: _Db) -> Any:
@@ -877,22 +879,22 @@ class PostgresStore:
 
         row, bodies = await self._run(load, session_id)
         path = self.path
-        authority = _text(row[3], path, session_id, "authority")
-        _json_object(authority, path, session_id, "authority")
+        authority = text_field(row[3], path, session_id, "authority")
+        json_object_field(authority, path, session_id, "authority")
         messages = []
         for sequence, index, body in bodies:
             field = f"rows[{sequence},{index}].message"
             try:
-                messages.append(from_json(_text(body, path, session_id, field), Message))
+                messages.append(from_json(text_field(body, path, session_id, field), Message))
             except SerializationError as exc:
                 raise StoreCorrupt(str(exc), path=path, session_id=session_id, field=field) from exc
         return StoredSession(
             id=session_id,
-            created_at=_number(row[1], path, session_id, "created_at"),
-            updated_at=_number(row[2], path, session_id, "updated_at"),
+            created_at=number_field(row[1], path, session_id, "created_at"),
+            updated_at=number_field(row[2], path, session_id, "updated_at"),
             authority=authority,
-            config=_json_object(row[4], path, session_id, "config"),
-            turns=_count(row[5], path, session_id, "turns"),
+            config=json_object_field(row[4], path, session_id, "config"),
+            turns=count_field(row[5], path, session_id, "turns"),
             messages=tuple(messages),
         )
 
@@ -932,7 +934,7 @@ class PostgresStore:
             "updated_at": stored.updated_at,
             "turns": stored.turns,
             "config": stored.config,
-            "authority": _json_object(stored.authority, self.path, stored.id, "authority"),
+            "authority": json_object_field(stored.authority, self.path, stored.id, "authority"),
             "messages": [json.loads(to_json(message)) for message in stored.messages],
         }
 
