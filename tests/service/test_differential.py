@@ -222,6 +222,24 @@ class HostLog(RuleBasedStateMachine):
 
         self.loop.run(step)
 
+    @rule()
+    def failover(self) -> None:
+        """PostgreSQL: the first Host closes; the one following it carries on (it takes
+        the leases) and a new Host follows it."""
+        if self.dsn is None:
+            return
+
+        async def step() -> None:
+            leaving = self.hosts.pop(0)
+            await leaving.close()
+            self.counter += 1
+            follower = await OpenHost.start(self.loop.nursery, **self._options(f"h{self.counter}"))
+            self.hosts.append(follower)
+            for session_id in self.host._registry.items():
+                await self._known(session_id[0])
+
+        self.loop.run(step)
+
     @rule(steps=st.integers(min_value=0, max_value=40))
     def crash(self, steps: int) -> None:
         """``kill -9`` at a random point: what a copy of the store says then, a new Host
