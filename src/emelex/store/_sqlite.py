@@ -8,6 +8,11 @@ Messages are stored in emelex's versioned JSON form. Every value read back is ch
 (SQLite columns take any type, and people edit stores by hand): a bad one is a
 :class:`StoreCorrupt` naming the session and field. The file is created 0600 (its -wal
 and -shm follow), and a looser file is reported on open.
+
+Over 700 lines: the one SQLite implementation of the ``Store`` protocol; checked
+decoding is shared with the PostgreSQL store (``_decode.py``), and the append plan both
+stores repeat (events to rows, tool names, search blocks) is still here, to move to a
+module of its own next.
 """
 
 from __future__ import annotations

@@ -18,6 +18,10 @@ compares the lease row's token (under a share lock) and fails with :class:`Lease
 once another Host has taken the session, so a paused or partitioned Host cannot commit
 after its lease moved. The connection string's password is never logged, stored or put
 in an error: errors name the database by :func:`redact_dsn`.
+
+Over 700 lines, and ``_append`` over 80: the one PostgreSQL implementation of the
+``Store`` protocol, whose append still carries the plan it shares with the SQLite store
+(events to rows, tool names, search blocks); that plan moves to a module of its own next.
 """
 
 from __future__ import annotations
