@@ -424,8 +424,9 @@ class Host:
         limit: int = 100,
     ) -> HistoryPage:
         """A page of rows after ``after`` under the fence ``through`` (None: the newest
-        event; pass the returned fence back unchanged while following ``next_after``)."""
-        self._registry.get(session_id)
+        event; pass the returned fence back unchanged while following ``next_after``).
+        A fence past the newest event is clamped to it, and the clamped one returned."""
+        through = self._fence(session_id, through)
         if not 1 <= limit <= MAX_PAGE_SIZE:
             raise ServiceError(f"limit must be between 1 and {MAX_PAGE_SIZE}")
         fence, rows, more = await self._store.history_page_as(
@@ -449,6 +450,7 @@ class Host:
     ) -> HistoryRow | None:
         """One row by position (hidden internal rows too) if published under the fence."""
         self._registry.get(session_id)
+        through = self._fence(session_id, through)
         row = await self._store.read_row(session_id, store_position(position), through=through)
         return None if row is None else wire_row(row)
 
@@ -463,8 +465,9 @@ class Host:
         after: Position | None = None,
     ) -> SearchPage:
         """Hits of a literal ``query`` in up to one page of rows after ``after`` under the
-        fence; a page may hold no hit while ``next_after`` is not None."""
-        self._registry.get(session_id)
+        fence (clamped to the newest event, like every fence); a page may hold no hit
+        while ``next_after`` is not None."""
+        through = self._fence(session_id, through)
         if not query or len(query) > MAX_QUERY_CHARS:
             raise ServiceError(f"a search query holds 1 to {MAX_QUERY_CHARS} characters")
         # The store narrows the rows to those that may hold the query (a block scan);
@@ -519,6 +522,12 @@ class Host:
             if page.next_after is None:
                 break
         # Live updates follow from the subscriber itself (see WatchStream).
+
+    def _fence(self, session_id: str, through: int | None) -> int | None:
+        """One rule for every read's fence: None is the newest event, and a fence past
+        the newest event is that event (so a fixed fence never takes in later rows)."""
+        session = self._registry.get(session_id)
+        return None if through is None else min(through, session.revision)
 
     @property
     def closed(self) -> bool:
