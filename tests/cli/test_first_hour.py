@@ -135,3 +135,40 @@ def test_limits_given_to_a_host_run_are_refused_not_ignored(
     for flag in ("--max-tokens", "--max-rounds"):
         code = cli_main(["run", "--host", str(tmp_path), "--agent", "a", flag, "5", "hi"])
         assert code == 2 and f"{flag} applies to local runs" in capsys.readouterr().err
+
+
+def test_a_terminal_prompt_stops_asking_once_another_client_answered(
+    serve: Any,  # noqa: F811
+    tmp_path: Path,
+    workspace: Path,  # noqa: F811
+) -> None:
+    served = serve(
+        [[{"call": "save", "arguments": {"name": "d.txt", "content": "x"}}], [{"say": "Saved."}]]
+    )
+    runner = subprocess.Popen(
+        [*EMELEX, "run", "--host", str(served.root), "--agent", "helper",
+         "--workspace", str(workspace), "write d.txt"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+    )  # fmt: skip
+    assert runner.stderr is not None
+    seen = b""
+    deadline = time.monotonic() + START_SECONDS
+    while b"[y/N]" not in seen:
+        assert time.monotonic() < deadline and runner.poll() is None, seen
+        seen += os.read(runner.stderr.fileno(), 4096)
+    # Another client answers; this terminal never types anything.
+    answered = run(
+        "attach", _session_id(seen.decode()), "--host", str(served.root), "--until-idle",
+        cwd=tmp_path, stdin="y\n",
+    )  # fmt: skip
+    assert answered.returncode == 0, answered.stderr
+    try:
+        runner.wait(timeout=START_SECONDS / 2)  # its stdin still open: nobody typed
+    finally:
+        runner.kill()
+    out, rest = runner.communicate(timeout=START_SECONDS)
+    stderr = (seen + rest).decode()
+    assert runner.returncode == 0, stderr
+    assert "(approved by another client; not asking here any more)" in stderr
+    assert out.decode() == "Saved.\n"
+    assert (workspace / "d.txt").read_text() == "x"
