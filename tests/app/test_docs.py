@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
+from tests.docs_blocks import blocks
+
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "app"
 BLOCKS = [
-    pytest.param(block, id=f"{page.name}-{index}")
+    pytest.param(block.body, id=f"{page.name}-{index}")
     for page in sorted(DOCS.glob("*.md"))
-    for index, block in enumerate(re.findall(r"```python\n(.*?)```", page.read_text(), re.S))
-    if "import " in block  # fragments without imports continue an earlier example
+    for index, block in enumerate(blocks(page))
+    # a fragment says so on its first line (tests/docs_blocks.py)
+    if block.is_complete_program
 ]
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import trio
+
 from emelex.app import Engine, Harness, WorkspacePolicy
 from emelex.testing import ApproveAll, Call, Say, ScriptedModel
 
@@ -79,3 +81,35 @@ async def test_the_shell_working_directory_takes_the_view(tmp_path: Path) -> Non
     inside, outside = outputs(events)
     assert not inside.is_error and str((tmp_path / "docs").resolve()) in inside.text
     assert outside.is_error
+
+
+async def test_an_approval_names_a_path_the_way_its_result_does(tmp_path: Path) -> None:
+    # The user reads both: "write ... to X (on disk ...)" then "created X". The real
+    # file is named too, after the form every result and the model use.
+    approvals = ApproveAll()
+    model = ScriptedModel(
+        [
+            [
+                Call("write_file", {"path": "hello.txt", "content": "hi"}),
+                Call("edit_file", {"path": "/workspace/hello.txt", "old": "hi", "new": "ho"}),
+            ],
+            [Say("done")],
+        ]
+    )
+    agent = (
+        builder(model)
+        .workspace(tmp_path)
+        .workspace_policy(WorkspacePolicy.read_write())
+        .approver(approvals)
+        .build()
+    )
+    async with Engine() as engine:
+        session = await engine.create(agent).harness(Harness.worker()).start()
+        _, events = await run_collecting(session, "go")
+    written, edited = outputs(events)
+    real = await trio.Path(tmp_path / "hello.txt").resolve()
+    write_reason, edit_reason = (c.reason for c in approvals.asked)
+    assert write_reason.startswith(f'write 2 bytes to "/workspace/hello.txt" (on disk "{real}")')
+    assert written.text.startswith('created "/workspace/hello.txt"')
+    assert edit_reason.startswith(f'edit "/workspace/hello.txt" (on disk "{real}"): ')
+    assert '"/workspace/hello.txt"' in edited.text

@@ -3,7 +3,7 @@ live supervisor tree.
 
 Exit codes: 0 success; 1 the turn failed; 2 usage error; 3 configuration error (model
 spec, session build, authority drift, unknown session); 4 diagnostics unreachable;
-130 interrupted (Ctrl-C).
+130 interrupted (Ctrl-C); 141 stdout's reader went away (``| head``), quietly.
 """
 
 from __future__ import annotations
@@ -69,18 +69,19 @@ def _parser() -> argparse.ArgumentParser:
             help="log emelex's and llama.cpp's messages (INFO) on stderr, e.g. the "
             "CPU buffer types chosen",
         )
+        # No argparse defaults: with --agent a package's own limits stay unless a flag
+        # is given (the plain run fills in 256 and 16 itself, cli/_run.py).
         command.add_argument(
             "--max-tokens",
-            type=int,
-            default=256,
-            help="most tokens per model round (default 256; base models never stop alone)",
+            type=_positive_int,
+            help="most tokens per model round (default 256, or the --agent package's; "
+            "base models never stop alone)",
         )
         command.add_argument(
             "--max-rounds",
             type=_positive_int,
-            default=16,
             help="most model rounds per turn; a model still calling tools after them "
-            "fails the turn (default 16)",
+            "fails the turn (default 16, or the --agent package's)",
         )
 
     run = commands.add_parser("run", help="run one agent turn")
@@ -281,8 +282,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        # The reader of our output went away (e.g. `| head`): stop quietly.
+        # The reader of our output went away (e.g. `| head`): stop quietly, with the
+        # status a shell gives a filter ended by SIGPIPE.
         import os
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+        return 141

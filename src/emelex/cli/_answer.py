@@ -2,19 +2,26 @@
 
 Only for a terminal: piped output stays the model's text, byte for byte (scripts read
 it). The text is made :func:`safe` before ``rich`` sees it, and goes to
-:class:`rich.markdown.Markdown`, which never interprets ``[bold]``-style markup; links
-are shown as ``text (url)`` instead of terminal hyperlinks, so a model cannot make a
-link's visible text lie about its target.
+:class:`ShownMarkdown`, which never interprets ``[bold]``-style markup; links are shown
+as ``text (url)`` instead of terminal hyperlinks, so a model cannot make a link's
+visible text lie about its target.
+
+Whatever a model writes stays on the screen: only Markdown's own syntax (emphasis
+marks, fences, table rules, escapes) turns into styling. ``rich`` alone would drop HTML
+blocks and tags, reference definitions and image addresses, and cut table cells with an
+ellipsis; :class:`ShownMarkdown` parses with those rules off and folds long cells.
 """
 
 from __future__ import annotations
 
 import time
-from typing import TextIO
+from typing import ClassVar, TextIO
 
-from rich.console import Console
+from markdown_it import MarkdownIt
+from rich.console import Console, JustifyMethod
 from rich.live import Live
-from rich.markdown import Markdown
+from rich.markdown import Markdown, MarkdownElement, TableDataElement
+from rich.text import Text
 
 from emelex.cli._safe import safe
 
@@ -23,6 +30,43 @@ MIN_REDRAW_SECONDS = 0.1
 #: A redraw may take at most this share of the time: a long answer is re-parsed whole
 #: on each redraw, so redraws space out as it grows instead of slowing the turn.
 REDRAW_SHARE = 0.05
+
+
+#: CommonMark with tables and strikethrough, as ``rich`` parses it, minus every rule
+#: whose text ``rich`` would not show: raw HTML (``html``: it is dropped whole, a
+#: paragraph after ``<p>`` with it), entities (``&lt;`` would show as ``<``, hiding what
+#: was written), images (the address is dropped; without the rule ``![a](u)`` reads
+#: ``!a (u)``) and reference definitions (a ``[r]: url`` line vanishes).
+_PARSER = (
+    MarkdownIt("commonmark", {"html": False})
+    .enable(["strikethrough", "table"])
+    .disable(["entity", "image", "reference"])
+)
+
+
+class _FoldedCell(TableDataElement):
+    """A table cell that wraps a word too long for its column instead of cutting it
+    with an ellipsis (``rich``'s table default)."""
+
+    def __init__(self, justify: JustifyMethod) -> None:
+        super().__init__(justify)
+        self.content = Text("", justify=justify, overflow="fold")
+
+
+class ShownMarkdown(Markdown):
+    """:class:`rich.markdown.Markdown` that shows every character of ``text`` but
+    Markdown's own syntax (see :data:`_PARSER`)."""
+
+    elements: ClassVar[dict[str, type[MarkdownElement]]] = {
+        **Markdown.elements,
+        "td_open": _FoldedCell,
+        "th_open": _FoldedCell,
+    }
+
+    def __init__(self, text: str) -> None:
+        super().__init__("", hyperlinks=False)  # parses nothing: the text is parsed below
+        self.markup = text
+        self.parsed = _PARSER.parse(text)
 
 
 class MarkdownAnswer:
@@ -41,7 +85,7 @@ class MarkdownAnswer:
         return self._live is not None
 
     def _markdown(self) -> Markdown:
-        return Markdown("".join(self._parts), hyperlinks=False)
+        return ShownMarkdown("".join(self._parts))
 
     def _draw(self, live: Live) -> None:
         started = time.monotonic()

@@ -22,7 +22,7 @@ import trio
 from emelex._errors import EmelexError
 from emelex._text import clip
 from emelex.cli._approvals import StdinLines
-from emelex.cli._host_connect import host_client, operation_ref
+from emelex.cli._host_connect import TOKEN_ENV, host_client, operation_ref
 from emelex.cli._host_follow import Follower, invocation_gone
 from emelex.cli._render import bold, dim, safe
 from emelex.cli._run import EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_OK, EXIT_TURN_FAILED
@@ -44,6 +44,8 @@ LOCAL_ONLY = {
     "supervise": "--supervise",
     "trace": "--trace",
     "store": "--store",
+    "max_tokens": "--max-tokens",
+    "max_rounds": "--max-rounds",
 }
 
 
@@ -126,6 +128,8 @@ async def _create(client: HostClient, args: argparse.Namespace) -> str:
 
 async def host_command(args: argparse.Namespace) -> int:
     """Entry point of every ``--host`` command; Host errors become exit code 3."""
+    from emelex.service import Unauthorized
+
     try:
         async with host_client(args.host, args.token_file) as client:
             if args.command == "sessions":
@@ -136,9 +140,25 @@ async def host_command(args: argparse.Namespace) -> int:
                 if args.command == "chat":
                     return await _chat(client, args, lines)
                 return await _attach(client, args, lines)
+    except Unauthorized:
+        print(f"emelex: {_refused(args.host, args.token_file)}", file=sys.stderr)
+        return EXIT_CONFIG
     except EmelexError as exc:
         print(f"emelex: {safe(' '.join(str(exc).split()))}", file=sys.stderr)
         return EXIT_CONFIG
+
+
+def _refused(spec: str, token_file: str | None) -> str:
+    """Why a Host URL refused us, naming where the command reads the token from."""
+    host = safe(spec)
+    if token_file is not None:
+        return f"the Host at {host} refused the token in {safe(token_file)}"
+    if os.environ.get(TOKEN_ENV):
+        return f"the Host at {host} refused the token in ${TOKEN_ENV}"
+    return (
+        f"the Host at {host} needs its bearer token: give --token-file PATH "
+        f"(the Host writes it to ROOT/.emelex/token) or set ${TOKEN_ENV}"
+    )
 
 
 async def _sessions(client: HostClient, args: argparse.Namespace) -> int:
@@ -241,4 +261,7 @@ async def _attach(client: HostClient, args: argparse.Namespace, lines: StdinLine
         return EXIT_OK
 
     code = await _until_interrupt(follow)
-    return EXIT_INTERRUPTED if code is None else code
+    if code is None:
+        _detached(args.session, args.host)
+        return EXIT_INTERRUPTED
+    return code

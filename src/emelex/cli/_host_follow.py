@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 import attrs
+import trio
 
 from emelex._text import clip
 from emelex.cli._approvals import StdinLines
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from emelex.service import HostClient
 
 TOOL_RESULT_CHARS = 400
+#: Questions the watch hands to the asking task before it waits for it.
+QUESTIONS_BUFFERED = 64
 #: What the model reads when the terminal's user said no.
 DENIED_IN_TERMINAL = "the user declined this call at the terminal, so it was not run"
 
@@ -53,6 +56,9 @@ class Follower:
     out: TextIO = attrs.field(factory=lambda: sys.stdout)
     err: TextIO = attrs.field(factory=lambda: sys.stderr)
     _asked: set[str] = attrs.field(factory=set)
+    _pending: set[str] = attrs.field(factory=set)
+    #: The question on screen waiting for y/N, and the scope that stops the wait.
+    _prompting: tuple[str, trio.CancelScope] | None = None
 
     # -- rows ---------------------------------------------------------------------------
     def show(self, rows: tuple[HistoryRow, ...]) -> None:
@@ -119,29 +125,66 @@ class Follower:
             self.cursor = last
 
     # -- approvals ----------------------------------------------------------------------
-    async def answer(self, pending: tuple[Interaction, ...]) -> None:
-        for interaction in pending:
-            if interaction.id in self._asked:
-                continue
-            self._asked.add(interaction.id)
-            call = interaction.tool_call
-            print(
-                f"\n{bold('Approve ' + safe(call.name) + '?')} {safe(interaction.reason)}\n"
-                f"  {dim(safe(_arguments(call.arguments)))}",
-                file=self.err,
-            )
-            if self.lines is None:
-                print(dim("  (waiting for another client to answer)"), file=self.err)
-                continue
-            print("  [y/N] ", end="", file=self.err, flush=True)
-            line = await self.lines.readline()
-            if line is None:
-                self.lines = None  # no more input: leave approvals to other clients
-                print(dim("\n  (no input left: another client can answer)"), file=self.err)
-                continue
-            approve = line.strip().lower() in ("y", "yes")
-            response = ApproveResponse() if approve else DenyResponse(reason=DENIED_IN_TERMINAL)
-            await self._respond(interaction, response)
+    def _note_pending(self, pending: tuple[Interaction, ...]) -> None:
+        """Record what is pending now; a question on screen that another client (the web
+        page, another attach) settled meanwhile stops waiting for this terminal."""
+        self._pending = {interaction.id for interaction in pending}
+        if self._prompting is not None and self._prompting[0] not in self._pending:
+            self._prompting[1].cancel()
+
+    async def _ask_each(self, questions: trio.MemoryReceiveChannel[Interaction]) -> None:
+        async for interaction in questions:
+            if interaction.id in self._pending:
+                await self._ask(interaction)
+
+    async def _ask(self, interaction: Interaction) -> None:
+        call = interaction.tool_call
+        print(
+            f"\n{bold('Approve ' + safe(call.name) + '?')} {safe(interaction.reason)}\n"
+            f"  {dim(safe(_arguments(call.arguments)))}",
+            file=self.err,
+        )
+        if self.lines is None:
+            print(dim("  (waiting for another client to answer)"), file=self.err)
+            return
+        print("  [y/N] ", end="", file=self.err, flush=True)
+        with trio.CancelScope() as scope:
+            self._prompting = (interaction.id, scope)
+            try:
+                line = await self.lines.readline()
+            finally:
+                self._prompting = None
+        if scope.cancelled_caught:
+            await self._settled_elsewhere(interaction)
+            return
+        if line is None:
+            self.lines = None  # no more input: leave approvals to other clients
+            print(dim("\n  (no input left: another client can answer)"), file=self.err)
+            return
+        approve = line.strip().lower() in ("y", "yes")
+        response = ApproveResponse() if approve else DenyResponse(reason=DENIED_IN_TERMINAL)
+        await self._respond(interaction, response)
+
+    async def _settled_elsewhere(self, interaction: Interaction) -> None:
+        """Say, in place of the answer, how the question was settled without us."""
+        from emelex.service import ServiceError
+
+        try:
+            settled = await self.client.interaction(self.session_id, interaction.id)
+        except ServiceError:
+            settled = None
+        resolution = None if settled is None else settled.resolution
+        if resolution is None:
+            how = "settled elsewhere"
+        elif resolution.by == "client":
+            how = f"{resolution.outcome} by another client"
+            if resolution.outcome == "denied" and resolution.reason:
+                how += f": {safe(resolution.reason)}"
+        elif resolution.by == "stop":
+            how = "the turn was stopped"
+        else:
+            how = "the Host restarted"
+        print(dim(f"\n  ({how}; not asking here any more)"), file=self.err, flush=True)
 
     async def _respond(
         self, interaction: Interaction, response: ApproveResponse | DenyResponse
@@ -162,7 +205,23 @@ class Follower:
         on_queue: Callable[[QueueSnapshot], None] | None = None,
     ) -> str:
         """Watch until ``done`` holds for a queue snapshot ("done") or the watch ends
-        for good (its reason: "closed", "sessionDeleted")."""
+        for good (its reason: "closed", "sessionDeleted"). Approvals are asked in a task
+        of their own, so the watch goes on (and notices an answer from elsewhere) while
+        the terminal waits for y/N."""
+        send, receive = trio.open_memory_channel[Interaction](QUESTIONS_BUFFERED)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._ask_each, receive)
+            async with send:
+                ended = await self._watch(send, done, on_queue)
+            nursery.cancel_scope.cancel()
+        return ended
+
+    async def _watch(
+        self,
+        questions: trio.MemorySendChannel[Interaction],
+        done: Callable[[QueueSnapshot], bool],
+        on_queue: Callable[[QueueSnapshot], None] | None,
+    ) -> str:
         while True:
             async with self.client.watch(self.session_id, after=self.cursor) as updates:
                 async for update in updates:
@@ -177,7 +236,11 @@ class Follower:
                             await self.catch_up()
                             return "done"
                     elif isinstance(update, InteractionsChanged):
-                        await self.answer(update.pending)
+                        self._note_pending(update.pending)
+                        for interaction in update.pending:
+                            if interaction.id not in self._asked:
+                                self._asked.add(interaction.id)
+                                await questions.send(interaction)
                     elif isinstance(update, WatchEnded):
                         if update.reason != "lagged":
                             return update.reason

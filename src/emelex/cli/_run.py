@@ -47,6 +47,11 @@ EXIT_TURN_FAILED = 1
 EXIT_USAGE = 2
 EXIT_CONFIG = 3
 EXIT_INTERRUPTED = 130
+#: stdout's reader went away: what a shell reports for a filter ended by SIGPIPE.
+EXIT_PIPE_CLOSED = 141
+#: The plain run's --max-tokens: small base models never stop alone, so the command
+#: line keeps rounds short (the Python API's default is higher, docs/cli.md).
+CLI_MAX_TOKENS = 256
 
 
 def default_store_path() -> str:
@@ -104,7 +109,7 @@ async def _start_plain(
         loaded.client,
         args.workspace or os.getcwd(),
         policy,
-        max_tokens=args.max_tokens,
+        max_tokens=args.max_tokens or CLI_MAX_TOKENS,
         shell=not args.no_shell,
         file_tools=not args.no_file_tools,
     )
@@ -130,12 +135,28 @@ class _Consumer:
             else TerminalRenderer(reasoning=not args.hide_reasoning, prompted=prompted)
         )
         self.tree = bool(getattr(args, "supervise", False))
+        #: Set once stdout's reader went away (``| head``): the turn is cancelled and
+        #: the command ends quietly, as a Unix filter does on SIGPIPE.
+        self.pipe_closed = False
+        self.cancellation: AgentCancellation | None = None
 
     @property
     def failure_shown(self) -> bool:
-        return self.renderer is not None and self.renderer.failure_shown
+        return self.pipe_closed or (self.renderer is not None and self.renderer.failure_shown)
 
     def __call__(self, event: AgentEvent) -> None:
+        if self.pipe_closed:
+            return
+        try:
+            self._show(event)
+        except BrokenPipeError:
+            self.pipe_closed = True
+            # Later writes (and the flush at exit) go nowhere instead of failing again.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            if self.cancellation is not None:
+                self.cancellation.cancel()
+
+    def _show(self, event: AgentEvent) -> None:
         if self.renderer is None:
             print(event_json(event), flush=True)
             return
@@ -162,17 +183,23 @@ async def _watch_interrupts(
             return
 
 
+def _cancelled_code(interrupted: list[bool], consume: _Consumer) -> int:
+    if consume.pipe_closed:
+        return EXIT_PIPE_CLOSED
+    return EXIT_INTERRUPTED if interrupted else EXIT_TURN_FAILED
+
+
 async def _one_turn(session: AgentSession, prompt: str, consume: _Consumer) -> tuple[int, object]:
     """Run one turn with Ctrl-C mapped to a clean cancellation. Returns (exit, result)."""
     cancellation = AgentCancellation()
+    consume.cancellation = cancellation
     interrupted: list[bool] = []
     async with trio.open_nursery() as nursery:
         await nursery.start(_watch_interrupts, cancellation, interrupted)
         try:
             turn = await session.run(prompt, cancellation=cancellation, on_event=consume)
         except TurnCancelled as exc:
-            code = EXIT_INTERRUPTED if interrupted else EXIT_TURN_FAILED
-            return code, exc
+            return _cancelled_code(interrupted, consume), exc
         except AgentError as exc:
             _failure(consume, exc)
             return EXIT_TURN_FAILED, exc
@@ -217,11 +244,16 @@ async def _run_package(
     agent, harness = package.agent, package.harness()
     if args.workspace:
         agent = _bind_workspace(agent, args.workspace)
+    if args.max_tokens is not None:  # a limit given on the command line wins
+        agent = attrs.evolve(agent, options=attrs.evolve(agent.options, max_tokens=args.max_tokens))
     consume = _Consumer(args, policy)
     engine = Engine(integrations=[McpIntegration(), PluginIntegration()])
     session = await engine.create(agent).harness(harness).start()
+    if args.max_rounds is not None:
+        session.agent_session.max_rounds = args.max_rounds
     async with session:
         cancellation = AgentCancellation()
+        consume.cancellation = cancellation
         interrupted: list[bool] = []
         failure: AgentError | None = None
         code = EXIT_OK
@@ -240,7 +272,7 @@ async def _run_package(
             try:
                 await session.send_and_wait(args.prompt, cancellation=cancellation)
             except TurnCancelled:
-                code = EXIT_INTERRUPTED if interrupted else EXIT_TURN_FAILED
+                code = _cancelled_code(interrupted, consume)
             except AgentError as exc:
                 failure = exc
                 code = EXIT_TURN_FAILED
@@ -451,3 +483,5 @@ async def _chat_loop(
         if committed:
             # Exactly what the session committed (a whole turn, or its checkpoint).
             await store.append_turn(session_id, new_id(), committed)
+        if consume.pipe_closed:  # nobody reads the answers any more
+            return EXIT_PIPE_CLOSED

@@ -128,7 +128,8 @@ async def test_secret_read_asks_and_names_the_reason(run_calls: Runner, ws_root:
     approvals = ApproveAll()
     outcome = await run_calls([Call("read_file", {"path": ".env"})], approvals)
     assert [a.reason for a in approvals.asked] == [
-        f'read the file "{_abs(ws_root, ".env")}", a likely-secret path (dotenv file)'
+        f'read the file ".env" (on disk "{_abs(ws_root, ".env")}"), '
+        "a likely-secret path (dotenv file)"
     ]
     assert "TOKEN=hunter2" in outcome.tool_messages[0]
 
@@ -188,7 +189,8 @@ async def test_list_secret_directory_asks(run_calls: Runner, ws_root: Path) -> N
     (ws_root / ".ssh" / "id_rsa").write_text("KEY")
     outcome = await run_calls([Call("list_directory", {"path": ".ssh"})], DenyAll())
     assert outcome.reasons == [
-        f'list the directory "{_abs(ws_root, ".ssh")}", a likely-secret path (SSH directory)'
+        f'list the directory ".ssh" (on disk "{_abs(ws_root, ".ssh")}"), '
+        "a likely-secret path (SSH directory)"
     ]
     assert outcome.executed == [False]
 
@@ -219,7 +221,7 @@ async def test_find_files_skips_secrets_unless_approved(run_calls: Runner, ws_ro
     assert (
         approved.reasons
         == [
-            f'search for files matching "**/*" under "{_real(ws_root)}", including '
+            f'search for files matching "**/*" under "." (on disk "{_real(ws_root)}"), including '
             "likely-secret files and directories"
         ]
         * 2
@@ -310,7 +312,8 @@ async def test_write_denied_by_default_changes_nothing(run_calls: Runner, ws_roo
     outcome = await run_calls([Call("write_file", {"path": "new.txt", "content": "hello"})])
     assert outcome.executed == [False]
     assert outcome.reasons == [
-        f'write 5 bytes to "{_abs(ws_root, "new.txt")}" (creating the file or atomically '
+        f'write 5 bytes to "new.txt" (on disk "{_abs(ws_root, "new.txt")}") '
+        "(creating the file or atomically "
         "replacing its content; missing parent directories are created)"
     ]
     assert not (ws_root / "new.txt").exists()
@@ -326,7 +329,7 @@ async def test_write_asks_every_call_and_writes(run_calls: Runner, ws_root: Path
     outcome = await run_calls(calls, approvals)
     assert len(approvals.asked) == 2
     assert approvals.asked[0].reason.startswith(
-        f'write 7 bytes to "{_abs(ws_root, "deep/dir/a.txt")}"'
+        f'write 7 bytes to "deep/dir/a.txt" (on disk "{_abs(ws_root, "deep/dir/a.txt")}")'
     )
     created, replaced = outcome.tool_messages
     assert created == (
@@ -405,13 +408,17 @@ async def test_edit_file_flow(run_calls: Runner, ws_root: Path) -> None:
         approvals,
     )
     assert [a.reason for a in approvals.asked] == [
-        f'edit "{_abs(ws_root, "e.txt")}": replace 1 occurrence of a 4-byte text with a '
+        f'edit "e.txt" (on disk "{_abs(ws_root, "e.txt")}"): '
+        "replace 1 occurrence of a 4-byte text with a "
         "5-byte text (the file grows by 1 byte)",
-        f'edit "{_abs(ws_root, "e.txt")}": replace 1 occurrence of a 4-byte text with a '
+        f'edit "e.txt" (on disk "{_abs(ws_root, "e.txt")}"): '
+        "replace 1 occurrence of a 4-byte text with a "
         "3-byte text (the file shrinks by 1 byte)",
-        f'edit "{_abs(ws_root, "e.txt")}": replace 2 occurrences of a 4-byte text with a '
+        f'edit "e.txt" (on disk "{_abs(ws_root, "e.txt")}"): '
+        "replace 2 occurrences of a 4-byte text with a "
         f"1-byte text (the file shrinks by 6 bytes), only if the file's sha256 is {'0' * 64}",
-        f'edit "{_abs(ws_root, "e.txt")}": replace 2 occurrences of a 4-byte text with a '
+        f'edit "e.txt" (on disk "{_abs(ws_root, "e.txt")}"): '
+        "replace 2 occurrences of a 4-byte text with a "
         f"1-byte text (the file shrinks by 6 bytes), only if the file's sha256 is {digest}",
     ]
     count, missing, stale, done = outcome.tool_messages

@@ -52,7 +52,8 @@ async def test_shell_asks_every_call_with_exact_sentence(run_calls: Runner, ws_r
     outcome = await run_calls([call, call], approvals)
     root = _real(ws_root)
     assert [a.reason for a in approvals.asked] == [
-        f'run the shell command "echo hi" in "{root}" on the host (not sandboxed; timeout 120 s)'
+        f'run the shell command "echo hi" in "." (on disk "{root}") on the host '
+        "(not sandboxed; timeout 120 s)"
     ] * 2
     ran, denied = outcome.tool_messages
     assert ran.splitlines()[1:] == ["[stdout: 3 bytes]", "hi", "[stderr: empty]"]
@@ -122,7 +123,9 @@ async def test_cwd_subdirectory_and_refusals(run_calls: Runner, ws_root: Path) -
         approvals,
     )
     sub = _real(ws_root / "sub")
-    assert approvals.asked[0].reason.startswith(f'run the shell command "pwd" in "{sub}"')
+    assert approvals.asked[0].reason.startswith(
+        f'run the shell command "pwd" in "sub" (on disk "{sub}")'
+    )
     assert len(approvals.asked) == 3  # the '..' working directory was never offered
     ran, missing, parent, link = outcome.tool_messages
     assert f"\n{sub}\n" in ran

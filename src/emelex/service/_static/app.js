@@ -1,37 +1,26 @@
 // The Host's web page: plain DOM, no framework, no build step.
 //
 // Everything the Host sends (model answers, tool arguments and results, titles, error
-// messages) reaches the page as text nodes only: this file never assigns innerHTML,
-// outerHTML or insertAdjacentHTML, and never builds attributes from data except through
-// DOM properties. Requests follow docs/service/protocol.md exactly.
+// messages) reaches the page as text nodes only: no module assigns innerHTML, outerHTML
+// or insertAdjacentHTML, and none builds attributes from data except through DOM
+// properties. Answers are Markdown built node by node (markdown.js: raw HTML stays text,
+// only http(s) and mailto links become links). Requests follow docs/service/protocol.md.
 
+import { $, el } from "./dom.js";
+import { drafts } from "./drafts.js";
+import { markdown } from "./markdown.js";
 import { Workspace } from "./workspace.js";
 
 const TOKEN_KEY = "emelex.token";
 const HISTORY_PAGE = 200;
 const HISTORY_PAGES_AT_ONCE = 50; // 10,000 rows; more come one page per click
 const MUTATION_TRIES = 3;
+const LABELS_KEY = "emelex.labels";
+const LABEL_CHARS = 48;
 
 let sessionsCache = []; // the last listSessions answer
 
 // ---------------------------------------------------------------- small helpers
-
-const $ = (id) => document.getElementById(id);
-
-/** An element with properties and children; strings become text nodes, never markup. */
-function el(tag, props = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(props)) {
-    if (key === "dataset") Object.assign(node.dataset, value);
-    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
-    else node[key] = value;
-  }
-  for (const child of children) {
-    if (child === null || child === undefined || child === false) continue;
-    node.append(typeof child === "string" ? document.createTextNode(child) : child);
-  }
-  return node;
-}
 
 /** A fresh operation reference (getRandomValues works outside secure contexts too). */
 function operationRef() {
@@ -103,7 +92,8 @@ async function call(name, body) {
       String(error.type || `HTTP ${response.status}`),
       String(error.message || response.statusText),
     );
-    if (response.status === 401) askForToken(failure.message);
+    // Before any token was tried the panel itself says what is needed: no error yet.
+    if (response.status === 401) askForToken(bearer ? failure.message : "");
     throw failure;
   }
   return payload;
@@ -155,6 +145,35 @@ function subscribe(name, request, { onUpdate, onFinish, onOpen }) {
   socket.addEventListener("close", () => finish({ dropped: true }));
   return { close: () => { finished = true; socket.close(); } };
 }
+
+// ---------------------------------------------------------------- invocation labels
+
+/** Words for an invocation instead of its id: the message this tab sent (kept for the
+ * tab's life, reloads included), else its kind and the id's last characters. */
+const labels = {
+  key: (sessionId) => `${LABELS_KEY}.${sessionId}`,
+
+  read(sessionId) {
+    try {
+      return JSON.parse(sessionStorage.getItem(this.key(sessionId)) || "{}");
+    } catch {
+      return {};
+    }
+  },
+
+  remember(sessionId, invocationId, text) {
+    if (!invocationId) return;
+    const known = this.read(sessionId);
+    const words = text.trim().split("\n")[0];
+    known[invocationId] = words.length > LABEL_CHARS ? `${words.slice(0, LABEL_CHARS - 1)}…` : words;
+    sessionStorage.setItem(this.key(sessionId), JSON.stringify(known));
+  },
+
+  of(sessionId, invocationId, work = "invocation") {
+    const words = this.read(sessionId)[invocationId];
+    return words ? `“${words}”` : `${work} …${String(invocationId).slice(-6)}`;
+  },
+};
 
 // ---------------------------------------------------------------- token entry
 
@@ -250,66 +269,6 @@ $("create-form").addEventListener("submit", async (event) => {
   }
 });
 
-// ---------------------------------------------------------------- live drafts
-
-/** The running answer as it streams (the watchLive subscription's `draft` updates): one
- * provisional row per model step, text only, removed when the Host clears the drafts
- * (right after the committed rows arrived) or the invocation stops running. */
-const drafts = {
-  nodes: new Map(), // "invocation/step" -> {node, body, thinking, details, textLength, thinkingLength}
-
-  clear(invocationId = null, step = null) {
-    for (const [key, draft] of this.nodes) {
-      if (invocationId !== null && draft.invocationId !== invocationId) continue;
-      if (step !== null && draft.step !== step) continue;
-      draft.node.remove();
-      this.nodes.delete(key);
-    }
-  },
-
-  keepRunning(runningId) {
-    for (const draft of [...this.nodes.values()]) {
-      if (draft.invocationId !== runningId) this.clear(draft.invocationId);
-    }
-  },
-
-  apply(update) {
-    const key = `${update.invocationId}/${update.step}`;
-    let draft = this.nodes.get(key);
-    if (!draft) {
-      const body = el("div", { className: "body" });
-      const thinking = el("pre", { className: "thinking" });
-      const details = el("details", { className: "reasoning", hidden: true },
-        el("summary", {}, "Reasoning"), thinking);
-      const node = el(
-        "li",
-        { className: "row assistant draft", dataset: { invocationId: update.invocationId, step: String(update.step) } },
-        el("div", { className: "role" }, "assistant · streaming"),
-        details,
-        body,
-      );
-      draft = { node, body, thinking, details, invocationId: update.invocationId, step: update.step,
-        textLength: 0, thinkingLength: 0 };
-      this.nodes.set(key, draft);
-      $("drafts").append(node);
-    }
-    draft.textLength = appendAt(draft.body, draft.textLength, update.textOffset, update.text);
-    draft.thinkingLength = appendAt(draft.thinking, draft.thinkingLength, update.thinkingOffset, update.thinking);
-    draft.details.hidden = draft.thinkingLength === 0;
-    draft.node.scrollIntoView({ block: "end" });
-  },
-};
-
-/** Appends the part of `text` (starting at code point `offset`) that `node` lacks, as a
- * text node; returns the new length in code points. */
-function appendAt(node, length, offset, text) {
-  if (!text) return length;
-  const points = Array.from(text);
-  if (offset > length || offset + points.length <= length) return length; // a gap or nothing new
-  node.append(document.createTextNode(points.slice(length - offset).join("")));
-  return offset + points.length;
-}
-
 // ---------------------------------------------------------------- one session's view
 
 function renderRow(row) {
@@ -330,7 +289,8 @@ function renderRow(row) {
         ),
       );
     }
-    if (row.body) parts.push(el("div", { className: "body" }, row.body));
+    if (row.body && row.role === "assistant") parts.push(markdown(row.body, "body markdown"));
+    else if (row.body) parts.push(el("div", { className: "body" }, row.body));
     for (const toolCall of row.toolCalls) {
       parts.push(
         el(
@@ -524,7 +484,10 @@ const view = {
           "li",
           { dataset: { invocationId: entry.invocationId, state: entry.state } },
           el("span", { className: `badge ${entry.state}` }, entry.state),
-          ` ${entry.work} ${entry.invocationId} `,
+          " ",
+          el("span", { className: "what", title: `${entry.work} ${entry.invocationId}` },
+            labels.of(this.sessionId, entry.invocationId, entry.work)),
+          " ",
           el(
             "button",
             { type: "button", onclick: () => this.stop(entry.invocationId) },
@@ -634,7 +597,12 @@ const view = {
           { dataset: { diagnosticId: d.id } },
           el("span", { className: "badge" }, `${d.kind} · ${d.cause.code}`),
           ` ${d.cause.message}`,
-          el("div", { className: "meta" }, `invocation ${d.invocationId ?? "—"} · ${new Date(d.recordedAtMs).toLocaleString()}`),
+          el(
+            "div",
+            { className: "meta", title: d.invocationId ? `invocation ${d.invocationId}` : "" },
+            `${d.invocationId ? labels.of(this.sessionId, d.invocationId) : "no invocation"} · ` +
+              new Date(d.recordedAtMs).toLocaleString(),
+          ),
         ),
       ),
     );
@@ -660,7 +628,9 @@ $("send-form").addEventListener("submit", async (event) => {
   if (!text.trim() || !view.sessionId) return;
   $("send-button").disabled = true;
   try {
-    await mutate("send", { sessionId: view.sessionId, text });
+    const receipt = await mutate("send", { sessionId: view.sessionId, text });
+    labels.remember(view.sessionId, receipt.invocationId, text);
+    view.renderQueue(view.queue); // the queue may have shown it before the receipt came
     box.value = "";
   } catch (error) {
     report(error);

@@ -64,9 +64,18 @@ def notes(workspace: Workspace, target: Target) -> list[str]:
     return found
 
 
+def located(workspace: Workspace, target: Target) -> str:
+    """A path as approvals name it: first as results and the model name it (the
+    target's display, e.g. ``"/workspace/a.txt"``), so the user reads one form
+    everywhere, then, for a path inside the workspace, the real file that is
+    (``(on disk "/home/me/project/a.txt")``): an approval must say what it touches."""
+    shown, real = show(target.display), show(absolute(workspace, target))
+    return shown if shown == real else f"{shown} (on disk {real})"
+
+
 def where(workspace: Workspace, target: Target) -> str:
-    """``"/abs/path"`` followed by the :func:`notes` that apply to it."""
-    return ", ".join([show(absolute(workspace, target)), *notes(workspace, target)])
+    """:func:`located` followed by the :func:`notes` that apply to it."""
+    return ", ".join([located(workspace, target), *notes(workspace, target)])
 
 
 def cut_text(text: str, limit: int = MAX_RESULT_BYTES) -> tuple[str, bool]:

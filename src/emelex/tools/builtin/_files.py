@@ -23,9 +23,9 @@ from emelex.model import ToolDefinition
 from emelex.runtime import run_in_worker
 from emelex.tools._protocol import AgentTool, ToolCancellationPolicy, ToolInvocation, ToolOutput
 from emelex.tools.builtin._common import (
-    absolute,
     cancelled_by,
     cut_text,
+    located,
     notes,
     object_schema,
     plural,
@@ -706,7 +706,7 @@ class EditFileTool(_MutatingTool):
         elif growth > MAX_WRITE_BYTES:
             change += f", past the {MAX_WRITE_BYTES}-byte limit: it will be refused"
         sentence = (
-            f"edit {show(absolute(self._workspace, target))}: replace "
+            f"edit {located(self._workspace, target)}: replace "
             f"{plural(count, 'occurrence')} of a {len(old)}-byte text with a "
             f"{len(new)}-byte text (the file {change})"
         )

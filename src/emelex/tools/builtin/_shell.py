@@ -30,7 +30,7 @@ from emelex.tools._process import (
     run_shell,
 )
 from emelex.tools._protocol import ToolCancellationPolicy, ToolInvocation, ToolOutput
-from emelex.tools.builtin._common import absolute, cancelled_by, object_schema, show
+from emelex.tools.builtin._common import cancelled_by, located, object_schema, show
 from emelex.tools.workspace import MAX_PATH_BYTES, Target, Workspace, WorkspaceError
 
 _FROM_PROCESS: Any = object()
@@ -142,7 +142,7 @@ class ShellTool:
             return None  # refused by invoke without running anything
         return (
             f"run the shell command {show(command)} in "
-            f"{show(absolute(self._workspace, target))} on the host (not sandboxed; "
+            f"{located(self._workspace, target)} on the host (not sandboxed; "
             f"timeout {_seconds(self._timeout_for(arguments))})"
         )
 
