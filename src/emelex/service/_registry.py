@@ -12,20 +12,16 @@ from __future__ import annotations
 import json
 import pathlib
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 
 from emelex.app import Agent
 from emelex.app import Session as AppSession
 from emelex.contracts import (
-    ExecuteResult,
-    ForkReceipt,
-    HistoryPage,
-    Position,
-    SendReceipt,
     to_wire,
 )
+from emelex.service._api import HostAPI
 from emelex.service._errors import HostClosed, OperationConflict, UnknownSession
 from emelex.service._reducer import SessionLog, apply
 from emelex.service._session import Appender, HostSession
@@ -129,34 +125,6 @@ async def find_receipt(store: Store, session_id: str, operation: str, digest: st
     return None if original is None else json.loads(original)
 
 
-class PublicOperations(Protocol):
-    """The Host operations other operations are built from."""
-
-    async def send(self, session_id: str, text: str, *, operation: str) -> SendReceipt: ...
-
-    async def fork(
-        self,
-        session_id: str,
-        *,
-        revision: int,
-        operation: str,
-        turn_id: str | None = None,
-        tools: Sequence[str] | None = None,
-        title: str | None = None,
-    ) -> ForkReceipt: ...
-
-    async def history(
-        self,
-        session_id: str,
-        *,
-        through: int | None = None,
-        after: Position | None = None,
-        limit: int = 100,
-    ) -> HistoryPage: ...
-
-    async def execute_result(self, session_id: str, invocation_id: str) -> ExecuteResult | None: ...
-
-
 @attrs.frozen(eq=False)
 class Services:
     """What an operation module needs of its Host, and nothing more."""
@@ -167,7 +135,7 @@ class Services:
     root: pathlib.Path
     max_attachment_bytes: int
     #: The public operations (forks and workers are built from sends and forks).
-    operations: PublicOperations
+    operations: HostAPI
     #: The running engine session of a Host session (``stored=False``: not stored yet).
     app_session: Callable[[HostSession, bool], Awaitable[AppSession]]
     #: Paths that are the Host's own state, never part of a workspace's work.

@@ -13,8 +13,9 @@ from typing import Any
 
 import attrs
 
+from emelex._errors import SerializationError
 from emelex._text import clip
-from emelex.model import Message
+from emelex.model import Message, from_json
 from emelex.store._errors import StoreCorrupt
 from emelex.store._log import Position, RowFields, StoredCall, StoredRow
 
@@ -157,4 +158,27 @@ def decode_row(path: str, session_id: str, r: Any) -> StoredRow:
         ),
         tool_calls=calls_field(r[9], path, session_id, field + ".tool_calls"),
         message_json=text_field(r[10], path, session_id, field + ".message"),
+    )
+
+
+def decode_session(path: str, session_id: str, row: Any, bodies: Sequence[Any]) -> StoredSession:
+    """A stored session from its ``sessions`` row (id, created_at, updated_at, authority,
+    config, turns) and its rows' ``(source_sequence, item_index, message)``, checked."""
+    authority = text_field(row[3], path, session_id, "authority")
+    json_object_field(authority, path, session_id, "authority")
+    messages = []
+    for sequence, index, body in bodies:
+        field = f"rows[{sequence},{index}].message"
+        try:
+            messages.append(from_json(text_field(body, path, session_id, field), Message))
+        except SerializationError as exc:
+            raise StoreCorrupt(str(exc), path=path, session_id=session_id, field=field) from exc
+    return StoredSession(
+        id=session_id,
+        created_at=number_field(row[1], path, session_id, "created_at"),
+        updated_at=number_field(row[2], path, session_id, "updated_at"),
+        authority=authority,
+        config=json_object_field(row[4], path, session_id, "config"),
+        turns=count_field(row[5], path, session_id, "turns"),
+        messages=tuple(messages),
     )

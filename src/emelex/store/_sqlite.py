@@ -27,8 +27,7 @@ from typing import Any, Final, TypeVar
 import trio
 
 from emelex._builders import positional_builder
-from emelex._errors import SerializationError
-from emelex.model import Message, from_json, to_json
+from emelex.model import Message, to_json
 from emelex.runtime import DedicatedWorker, WorkerJob, open_dedicated_worker
 from emelex.store._decode import (
     MAX_PAGE_ROWS,
@@ -37,6 +36,7 @@ from emelex.store._decode import (
     calls_field,
     count_field,
     decode_row,
+    decode_session,
     json_object_field,
     number_field,
     raise_bad_row,
@@ -737,25 +737,7 @@ class SqliteStore:
             return row, bodies
 
         row, bodies = await self._read(load, session_id)
-        path = self.path
-        authority = text_field(row[3], path, session_id, "authority")
-        json_object_field(authority, path, session_id, "authority")
-        messages = []
-        for sequence, index, body in bodies:
-            field = f"rows[{sequence},{index}].message"
-            try:
-                messages.append(from_json(text_field(body, path, session_id, field), Message))
-            except SerializationError as exc:
-                raise StoreCorrupt(str(exc), path=path, session_id=session_id, field=field) from exc
-        return StoredSession(
-            id=session_id,
-            created_at=number_field(row[1], path, session_id, "created_at"),
-            updated_at=number_field(row[2], path, session_id, "updated_at"),
-            authority=authority,
-            config=json_object_field(row[4], path, session_id, "config"),
-            turns=count_field(row[5], path, session_id, "turns"),
-            messages=tuple(messages),
-        )
+        return decode_session(self.path, session_id, row, bodies)
 
     async def list_sessions(self) -> list[SessionSummary]:
         def listing(job: WorkerJob[sqlite3.Connection, Any]) -> Any:

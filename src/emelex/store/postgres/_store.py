@@ -42,8 +42,7 @@ import psycopg.conninfo
 import trio
 
 from emelex._builders import flat_builder
-from emelex._errors import SerializationError
-from emelex.model import Message, from_json, to_json
+from emelex.model import Message, to_json
 from emelex.runtime import DedicatedWorker, WorkerJob, WorkerJobAborted, open_dedicated_worker
 from emelex.store._decode import (
     MAX_PAGE_ROWS,
@@ -51,8 +50,8 @@ from emelex.store._decode import (
     StoredSession,
     calls_field,
     count_field,
+    decode_session,
     json_object_field,
-    number_field,
     session_title,
     text_field,
 )
@@ -61,7 +60,6 @@ from emelex.store._errors import (
     OperationConflict,
     SessionExists,
     SessionNotFound,
-    StoreCorrupt,
     StoreError,
 )
 from emelex.store._lease import Lease
@@ -882,25 +880,7 @@ class PostgresStore:
             return row, bodies
 
         row, bodies = await self._run(load, session_id)
-        path = self.path
-        authority = text_field(row[3], path, session_id, "authority")
-        json_object_field(authority, path, session_id, "authority")
-        messages = []
-        for sequence, index, body in bodies:
-            field = f"rows[{sequence},{index}].message"
-            try:
-                messages.append(from_json(text_field(body, path, session_id, field), Message))
-            except SerializationError as exc:
-                raise StoreCorrupt(str(exc), path=path, session_id=session_id, field=field) from exc
-        return StoredSession(
-            id=session_id,
-            created_at=number_field(row[1], path, session_id, "created_at"),
-            updated_at=number_field(row[2], path, session_id, "updated_at"),
-            authority=authority,
-            config=json_object_field(row[4], path, session_id, "config"),
-            turns=count_field(row[5], path, session_id, "turns"),
-            messages=tuple(messages),
-        )
+        return decode_session(self.path, session_id, row, bodies)
 
     async def list_sessions(self) -> list[SessionSummary]:
         def listing(db: _Db) -> Any:
