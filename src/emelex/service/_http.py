@@ -298,11 +298,15 @@ class HostApp:
             request: Any = from_wire(route.request, first)
             batch = urllib.parse.parse_qs(scope.get("query_string", b"").decode()).get("batch")
             await self._stream(route, request, socket, batch=batch == ["1"])
-        except _Gone:
-            return
-        except Exception as exc:
+        except Exception as caught:
+            # The stream runs in a nursery: its error arrives as a group of one.
+            exc = _sole(caught)
+            if isinstance(exc, _Gone):
+                return
             if status_of(exc) == 500:
                 _log.exception("the Host failed a subscription to %s", scope["path"])
+            else:
+                _log.info("subscription to %s refused: %s", scope["path"], exc)
             await socket.finish(error_body(exc), code=1008)
 
     async def _stream(self, route: Route, request: Any, socket: _Socket, *, batch: bool) -> None:
@@ -333,6 +337,14 @@ async def _send_each(updates: AsyncIterator[Any], socket: _Socket) -> None:
 
 class _Gone(Exception):
     """The WebSocket peer left."""
+
+
+def _sole(error: Exception) -> Exception:
+    """The one error inside nested groups of one (what a nursery raises for a single
+    failure), else ``error`` itself."""
+    while isinstance(error, ExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
 
 
 class _Socket:
