@@ -31,7 +31,13 @@ from emelex.contracts import (
     trusted,
 )
 from emelex.runtime import run_in_worker
-from emelex.service._errors import GitLimitExceeded, GitRepositoryError, ServiceError
+from emelex.service._errors import (
+    GitLimitExceeded,
+    GitRepositoryError,
+    InvalidWorkspacePath,
+    ServiceError,
+)
+from emelex.service._files_access import CONTROL_NAMES, shown
 from emelex.service._gitformat import (
     MODE_EXECUTABLE,
     MODE_FILE,
@@ -118,7 +124,8 @@ def status_sync(
     root: str, abort: threading.Event | None = None, private: tuple[str, ...] = ()
 ) -> GitStatus | None:
     """The status of the repository at ``root`` (None: no repository there); untracked
-    directories in ``private`` (the Host's own state) are left out."""
+    directories in ``private`` (the Host's own state) are left out, and so is every path
+    the files API never lists (an ``.emelex`` marker at any depth): one rule for both."""
     repo = open_repository(root, private)
     if repo is None:
         return None
@@ -129,12 +136,19 @@ def status_sync(
             GitStatus,
             head=repo.head,
             head_ref=None if repo.head_ref is None else to_base64(repo.head_ref),
-            staged=tuple(_entry(change) for change in staged),
-            worktree=tuple(_entry(change) for change in scan.changed),
+            staged=tuple(_entry(c) for c in staged if _listed(c.path)),
+            worktree=tuple(_entry(c) for c in scan.changed if _listed(c.path)),
             untracked=tuple(
-                _entry(Change(path, None, mode, None, None)) for path, mode in scan.untracked
+                _entry(Change(path, None, mode, None, None))
+                for path, mode in scan.untracked
+                if _listed(path)
             ),
         )
+
+
+def _listed(path: bytes) -> bool:
+    """Whether the files API lists ``path`` (no control name such as ``.emelex`` in it)."""
+    return not CONTROL_NAMES.intersection(path.split(b"/"))
 
 
 def _check_path(path: bytes) -> None:
@@ -143,6 +157,8 @@ def _check_path(path: bytes) -> None:
         raise ServiceError(f"{path!r} is not a Git path (relative, no empty, . or .. parts)")
     if parts[0] == b".git":
         raise ServiceError("paths inside .git are not part of the working tree")
+    if not _listed(path):
+        raise InvalidWorkspacePath(f"{shown(path)} is never listed")
 
 
 def head_side(repo: Repository, path: bytes, limit: int) -> Side | None:
