@@ -39,7 +39,7 @@ from emelex.service import (
     UnknownSession,
 )
 from emelex.store import NewEvent, open_sqlite_store
-from emelex.testing import Call, Fail, Say, ScriptedModel
+from emelex.testing import Call, Fail, Say, ScriptedModel, Wait
 from emelex.tools import tool
 
 
@@ -623,3 +623,19 @@ async def test_context_reports_the_latest_main_request(tmp_path: Path) -> None:
         assert pinned.request is not None and pinned.request.state == "running"
     async with Host.open(tmp_path / "host", agents={"helper": agent()}) as host:
         assert (await host.context(session.id)).request == report.request
+
+
+async def test_a_slow_title_never_holds_the_next_turn_back(tmp_path: Path) -> None:
+    # The title call takes the second round and waits a minute; the second turn's round
+    # comes right after it, and must not wait for it.
+    slow = agent([Say("first")], [Wait(60), Say("Never")], [Say("second")])
+    async with Host.open(tmp_path / "host", agents={"helper": slow}, titles=True) as host:
+        session = (await host.create_session("helper", tmp_path, operation="c")).session
+        await host.send(session.id, "one", operation="s1")
+        await until_idle(host, session.id)
+        second = await host.send(session.id, "two", operation="s2")
+        with trio.fail_after(20):
+            await until_idle(host, session.id)
+        result = await host.execute_result(session.id, second.invocation_id)
+        assert result is not None and result.status == "completed"
+        assert (await host.sessions())[0].title is None  # still asking; dropped at close

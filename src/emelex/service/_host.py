@@ -540,6 +540,7 @@ class Host:
         harness settles them (checkpoint or rollback) and the Host records that before
         its runners return."""
         self._closed = True
+        self._runner.close()
         if self._cluster is not None:
             self._cluster.close()
         for state in self._registry:

@@ -62,6 +62,7 @@ class Runner:
         self._spawn = spawn
         self._cluster = cluster
         self._titles = titles
+        self._asking: set[trio.CancelScope] = set()
 
     def start(self, state: HostSession) -> None:
         """Start the session's runner task (in the Host's nursery)."""
@@ -184,7 +185,22 @@ class Runner:
                 state.cancellation = None
                 await state.commit(batch)
         if self._titles and outcome == "completed" and state.title is None:
-            await self._make_title(state, work.text, turn_id)
+            # A title never delays work: the next queued turn starts while it is asked.
+            self._spawn(self._titled, state, work.text, turn_id)
+
+    def close(self) -> None:
+        """The Host is closing: titles still being asked are dropped."""
+        for scope in self._asking:
+            scope.cancel()
+
+    async def _titled(self, state: HostSession, text: str, turn_id: str) -> None:
+        with trio.CancelScope() as scope:
+            self._asking.add(scope)
+            try:
+                if not self._registry.is_closed():
+                    await self._make_title(state, text, turn_id)
+            finally:
+                self._asking.discard(scope)
 
     async def _make_title(self, state: HostSession, text: str, turn_id: str) -> None:
         """Ask the agent's model for a short title; record it, or a title diagnostic."""
