@@ -689,6 +689,7 @@ EXPECTED: dict[str, set[str]] = {
         "HostClient",
         "HostLocked",
         "InvalidRequest",
+        "RequestTimedOut",
         "RequestTooLarge",
         "TransportError",
         "Unauthorized",

@@ -70,6 +70,10 @@ class RequestTooLarge(TransportError):
     """The request body or WebSocket message exceeds the Host's bound."""
 
 
+class RequestTimedOut(TransportError):
+    """A request's body, or a subscription's first frame, did not arrive in time."""
+
+
 class UnknownRoute(TransportError):
     """No operation or subscription of the Host has that name."""
 

@@ -17,7 +17,7 @@ import pathlib
 import secrets
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import attrs
 import trio
@@ -41,6 +41,7 @@ from emelex.service._errors import (
     InvalidRequest,
     OperationConflict,
     QueueFull,
+    RequestTimedOut,
     RequestTooLarge,
     TooManyConnections,
     Unauthorized,
@@ -77,6 +78,7 @@ ADMISSIONS: Final = frozenset({"createSession", "send", "fork", "execute", "star
 _STATUS: Final[tuple[tuple[type[BaseException], int], ...]] = (
     (Unauthorized, 401),
     (RequestTooLarge, 413),
+    (RequestTimedOut, 408),
     (UnknownRoute, 404),
     (InvalidRequest, 400),
     (UnknownSession, 404),
@@ -111,16 +113,26 @@ def error_body(error: BaseException) -> dict[str, Any]:
     return {"error": {"type": "ServiceError", "message": "internal error of the Host"}}
 
 
+T = TypeVar("T")
+
+
 @attrs.frozen
 class Limits:
     """What a listener's clients may use. ``max_ws_message`` bounds each WebSocket
     message (hypercorn closes with 1009 above it); ``idle_seconds`` closes a connection
-    that sends no request for that long."""
+    that sends no request for that long; ``body_seconds`` bounds the arrival of a
+    request's body and ``first_frame_seconds`` a subscription's first frames (its token
+    and request); at most ``max_unauthenticated`` upgrades may wait for a token frame at
+    once (more are refused at once), so connections that never authenticate cannot take
+    the slots of those that do."""
 
     max_body_bytes: int = 8 * 1024 * 1024
     max_ws_message: int = 64 * 1024
     max_connections: int = 1024
     idle_seconds: float = 5.0
+    body_seconds: float = 10.0
+    first_frame_seconds: float = 5.0
+    max_unauthenticated: int = 64
 
 
 class HostApp:
@@ -138,6 +150,8 @@ class HostApp:
         self.limits = limits or Limits()
         self.static_dir = static_dir
         self.draining = False
+        #: Upgrades waiting for their token frame now (bounded by the limits).
+        self._unauthenticated = 0
         self._token = None if token is None else token.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -214,8 +228,10 @@ class HostApp:
                 )
         chunks: list[bytes] = []
         size = 0
+        # A body announced and never sent would hold its connection's slot forever.
+        deadline = trio.current_time() + self.limits.body_seconds
         while True:
-            message = await receive()
+            message = await self._before(deadline, receive, "the request's body")
             if message["type"] == "http.disconnect":
                 raise InvalidRequest("the client left before sending its body")
             chunk = message.get("body", b"")
@@ -284,15 +300,11 @@ class HostApp:
         socket = _Socket(receive, send, self.limits.max_ws_message)
         try:
             route = BY_PATH.get(scope["path"])
-            authorized = self._authorized(scope)
-            first = await socket.receive_object()
-            if not authorized:
-                given = first.get("token")
-                if set(first) != {"token"} or not isinstance(given, str):
-                    raise Unauthorized("send the bearer token (header or first frame)")
-                if not self._check(given.encode()):
-                    raise Unauthorized("wrong bearer token")
-                first = await socket.receive_object()
+            deadline = trio.current_time() + self.limits.first_frame_seconds
+            if self._authorized(scope):
+                first = await self._before(deadline, socket.receive_object, "the request frame")
+            else:
+                first = await self._authenticate(socket, deadline)
             if route is None or route.kind != "sub":
                 raise UnknownRoute(f"no subscription at {scope['path']}")
             request: Any = from_wire(route.request, first)
@@ -308,6 +320,29 @@ class HostApp:
             else:
                 _log.info("subscription to %s refused: %s", scope["path"], exc)
             await socket.finish(error_body(exc), code=1008)
+
+    async def _authenticate(self, socket: _Socket, deadline: float) -> dict[str, Any]:
+        """The frame after a valid token frame; few upgrades may wait for theirs."""
+        if self._unauthenticated >= self.limits.max_unauthenticated:
+            raise TooManyConnections("too many connections are waiting to authenticate")
+        self._unauthenticated += 1
+        try:
+            first = await self._before(deadline, socket.receive_object, "the token frame")
+        finally:
+            self._unauthenticated -= 1
+        given = first.get("token")
+        if set(first) != {"token"} or not isinstance(given, str):
+            raise Unauthorized("send the bearer token (header or first frame)")
+        if not self._check(given.encode()):
+            raise Unauthorized("wrong bearer token")
+        return await self._before(deadline, socket.receive_object, "the request frame")
+
+    @staticmethod
+    async def _before(deadline: float, receive: Callable[[], Awaitable[T]], what: str) -> T:
+        """``await receive()`` by ``deadline`` (:class:`RequestTimedOut` after it)."""
+        with trio.move_on_at(deadline):
+            return await receive()
+        raise RequestTimedOut(f"{what} did not arrive in time")
 
     async def _stream(self, route: Route, request: Any, socket: _Socket, *, batch: bool) -> None:
         async with trio.open_nursery() as nursery:
