@@ -33,10 +33,18 @@ from emelex.service._errors import (
     UnknownInvocation,
 )
 from emelex.service._events import QUEUE_ADMITTED, QUEUE_FINISHED, QUEUE_STOP, SESSION_CREATED
+from emelex.service._files_access import identity_of
 from emelex.service._registry import Services, find_receipt
 from emelex.service._state import SESSION_NAMESPACE, operation_receipt
 from emelex.store import NewEvent, OperationRecord, SessionExists
 from emelex.store import OperationConflict as StoreOperationConflict
+
+
+async def workspace_identity(directory: str) -> list[int]:
+    try:
+        return list(await trio.to_thread.run_sync(identity_of, directory))
+    except OSError as exc:
+        raise ServiceError(f"workspace {directory} cannot be opened: {exc.strerror}") from exc
 
 
 async def create_session(
@@ -60,7 +68,10 @@ async def create_session(
         if not await trio.Path(directory).is_dir():
             raise ServiceError(f"workspace {directory} is not a directory")
     receipt = operation_receipt(operation, "createSession", session_id, 1)
-    config = {"host": True, **body}
+    # The directory's identity as created on: a directory put in its place later is
+    # another workspace, which no workspace operation serves.
+    identity = None if session_id in services.registry else await workspace_identity(directory)
+    config = {"host": True, **body, "workspaceIdentity": identity}
     try:
         await services.create(
             session_id,

@@ -114,6 +114,8 @@ class FileAuthority:
     hidden: HiddenPaths = attrs.field(factory=HiddenPaths, eq=False)
     private_dirs: tuple[str, ...] = ()
     private: frozenset[Identity] = frozenset()
+    #: The root's identity as the session was created on (None: not recorded).
+    identity: Identity | None = None
 
     @property
     def key(self) -> tuple[object, ...]:
@@ -144,6 +146,9 @@ class FileAuthority:
         if (info.st_dev, info.st_ino) in self.private:
             os.close(fd)
             raise WorkspaceUnavailable("the session's workspace is the Host's private state")
+        if self.identity is not None and (info.st_dev, info.st_ino) != self.identity:
+            os.close(fd)
+            raise WorkspaceUnavailable(replaced(self.workspace))
         return fd, info
 
     def excluded(self, parts: tuple[bytes, ...]) -> bool:
@@ -172,6 +177,34 @@ class FileAuthority:
 
     def is_private(self, info: os.stat_result) -> bool:
         return (info.st_dev, info.st_ino) in self.private
+
+
+def replaced(workspace: str) -> str:
+    return (
+        f"the session's workspace {workspace!r} is no longer the directory it was created"
+        " on (it was moved or replaced)"
+    )
+
+
+def identity_of(path: str) -> Identity:
+    """The (device, inode) of the directory at ``path`` (blocking)."""
+    info = os.stat(path)
+    return info.st_dev, info.st_ino
+
+
+def check_identity(path: str, expected: Identity | None) -> None:
+    """Raise :class:`WorkspaceUnavailable` unless ``path`` is still ``expected``
+    (blocking; None: nothing recorded, nothing checked)."""
+    if expected is None:
+        return
+    try:
+        found = identity_of(path)
+    except OSError as exc:
+        raise WorkspaceUnavailable(
+            f"the session's workspace {path!r} cannot be opened: {exc.strerror}"
+        ) from exc
+    if found != expected:
+        raise WorkspaceUnavailable(replaced(path))
 
 
 def split_parts(raw: bytes | None) -> tuple[bytes, ...]:
@@ -264,6 +297,9 @@ __all__ = [
     "PASS_FLAGS",
     "WORKSPACE_MARKER",
     "FileAuthority",
+    "check_identity",
+    "identity_of",
+    "replaced",
     "Identity",
     "exact_name",
     "exact_names",

@@ -29,12 +29,18 @@ def hidden_paths(hidden: Iterable[str]) -> HiddenPaths:
 
 
 def session_authority(
-    workspace: str, hidden: Iterable[str], host_root: str | os.PathLike[str]
+    workspace: str,
+    hidden: Iterable[str],
+    host_root: str | os.PathLike[str],
+    identity: tuple[int, int] | None = None,
 ) -> FileAuthority:
     """The authority of a session on ``workspace``: the Host's state directory (and so
     everything the Host keeps below it) is never listed, walked into or read, unless it
-    is the session's own managed workspace below it (Executor tasks)."""
-    return FileAuthority(workspace, hidden_paths(hidden), (os.fspath(host_root),))
+    is the session's own managed workspace below it (Executor tasks); a root that is no
+    longer ``identity`` (the directory the session was created on) is refused."""
+    return FileAuthority(
+        workspace, hidden_paths(hidden), (os.fspath(host_root),), identity=identity
+    )
 
 
 __all__ = ["hidden_paths", "session_authority"]

@@ -97,6 +97,7 @@ async def fork(
         "host": True,
         "agent": source.agent_name,
         "workspace": source.workspace,
+        "workspaceIdentity": source.log.workspace_identity,
         "title": title,
         "branch": branch,
         "tools": list(wanted if wanted is not None else enabled),

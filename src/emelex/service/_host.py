@@ -72,7 +72,7 @@ from emelex.service._errors import (
     UnknownAgent,
 )
 from emelex.service._files import NAMES as FILE_NAMES
-from emelex.service._files_access import FileAuthority
+from emelex.service._files_access import FileAuthority, check_identity
 from emelex.service._files_host import session_authority
 from emelex.service._files_pages import PageCache, list_files
 from emelex.service._read_file import read_stream
@@ -603,16 +603,23 @@ class Host:
         The workspace must be the repository's root."""
         from emelex.service._git import git_status
 
-        return await git_status(self._registry.get(session_id).workspace, self._private_dirs())
+        workspace = await self._checked_workspace(session_id)
+        return await git_status(workspace, self._private_dirs())
 
     async def git_diff(self, session_id: str, area: GitArea, path: bytes) -> GitDiff | None:
         """One path's diff: ``staged`` HEAD->index, ``worktree`` index->working file,
         ``untracked`` empty->working file (None: no repository)."""
         from emelex.service._git import git_diff
 
-        return await git_diff(
-            self._registry.get(session_id).workspace, area, path, self._private_dirs()
-        )
+        workspace = await self._checked_workspace(session_id)
+        return await git_diff(workspace, area, path, self._private_dirs())
+
+    async def _checked_workspace(self, session_id: str) -> str:
+        """The session's workspace, once it is still the directory it was created on."""
+        state = self._registry.get(session_id)
+        expected = state.log.workspace_identity
+        await trio.to_thread.run_sync(check_identity, state.workspace, expected)
+        return state.workspace
 
     def _private_dirs(self) -> tuple[str, ...]:
         """The Host's own state, never part of a workspace's work (when it lies inside)."""
@@ -625,6 +632,7 @@ class Host:
 
         state = self._registry.get(session_id)
         self._registry.check_open()
+        await self._checked_workspace(session_id)
         return await snapshot_patch(self._services, state, operation)
 
     async def read_patch(
@@ -648,7 +656,9 @@ class Host:
         agent = self._agents.get(state.agent_name)
         if agent is None:  # its hidden paths are unknown here: fail closed
             raise UnknownAgent(f"the Host knows no agent named {state.agent_name!r}")
-        return session_authority(state.workspace, agent.workspace_policy.hidden, self.root)
+        return session_authority(
+            state.workspace, agent.workspace_policy.hidden, self.root, state.log.workspace_identity
+        )
 
     async def list_files(
         self,

@@ -88,6 +88,9 @@ class SessionLog:
     queue: WorkQueue
     branch: dict[str, Any] | None = None
     tools: tuple[str, ...] | None = None
+    #: The workspace directory's (device, inode) when the session was created (None:
+    #: a session stored before identities were recorded).
+    workspace_identity: tuple[int, int] | None = None
     revision: int = 0
     pending: dict[str, Interaction] = attrs.field(factory=dict)
     resolved: dict[str, Interaction] = attrs.field(factory=dict)
@@ -112,7 +115,9 @@ class SessionLog:
         """An empty log of a session stored with ``config`` (its creation events are
         applied next, like every other event)."""
         tools = config.get("tools")
+        identity = config.get("workspaceIdentity")
         return cls(
+            workspace_identity=None if identity is None else (int(identity[0]), int(identity[1])),
             session_id=session_id,
             agent_name=str(config["agent"]),
             workspace=str(config["workspace"]),
@@ -132,6 +137,7 @@ class SessionLog:
             "title": self.title,
             "branch": self.branch,
             "tools": self.tools,
+            "workspaceIdentity": self.workspace_identity,
             "revision": self.revision,
             "queueRevision": self.queue.revision,
             "queue": [(e.work, e.state) for e in self.queue.entries],

@@ -164,6 +164,7 @@ async def create_worker(
         "host": True,
         "agent": agent,
         "workspace": coordinator.workspace,
+        "workspaceIdentity": coordinator.log.workspace_identity,
         "title": None,
         "tools": list(tools),
         "coordinator": coordinator.session_id,
