@@ -168,12 +168,18 @@ class OutputParser:
         self._events: list[TextDelta | ReasoningDelta] = []
         self._finished = False
         self._scan = _JsonScan()
+        self._calls_entered = 0
 
     @property
     def in_call(self) -> bool:
         """Whether the text fed so far ends inside tool-call markup (a call block, or
         the trailing calls of families whose calls end the answer)."""
         return self._state in (_State.CALL, _State.TRAILING_CALLS)
+
+    @property
+    def calls_entered(self) -> int:
+        """How many times the output entered tool-call markup so far."""
+        return self._calls_entered
 
     # -- emission -------------------------------------------------------------------------
     def _emit_text(self, text: str) -> None:
@@ -236,6 +242,7 @@ class OutputParser:
             if stripped.startswith(marker):
                 if marker == _PYTHON_TAG:
                     self._state = _State.TRAILING_CALLS
+                    self._calls_entered += 1
                     self._pending = stripped
                 else:
                     self._state = _State.REASONING
@@ -247,6 +254,7 @@ class OutputParser:
                 return False  # could still become the marker
         if self._family is ToolCallFamily.LLAMA3_JSON and stripped.startswith("{"):
             self._state = _State.TRAILING_CALLS
+            self._calls_entered += 1
             self._pending = stripped
             return True
         self._state = _State.TEXT
@@ -286,6 +294,7 @@ class OutputParser:
             self._pending = self._pending[index + len(marker) :]
             self._state = _State.CALL if marker == _HERMES_OPEN else _State.TRAILING_CALLS
             self._scan = _JsonScan()
+            self._calls_entered += 1
             return True
         keep = _held_suffix(self._pending, marker)
         self._emit_text(self._pending[: len(self._pending) - keep])

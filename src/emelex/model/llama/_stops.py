@@ -98,14 +98,27 @@ class CallAwareStops:
         calls = self._calls
         if calls is None:
             return self._scanner.feed(text)
-        was_in_call = calls.in_call
-        calls.feed(text)
-        if not (was_in_call or calls.in_call):
-            return self._scanner.feed(text)
-        # Text that reaches into a call: what the scanner held back came before the
-        # call and is answer text (cut at a stop string that had completed in it).
-        held, ended = self._scanner.flush()
-        return (held, True) if ended else (held + text, False)
+        # Character by character, so a token that both ends the answer and opens a call
+        # (or closes a call and holds a stop string) is split exactly where the call
+        # starts and ends; only runs when stop strings and tools meet.
+        out: list[str] = []
+        for char in text:
+            was_in_call, entered = calls.in_call, calls.calls_entered
+            calls.feed(char)
+            if was_in_call or calls.in_call or calls.calls_entered != entered:
+                # What the scanner held back came before the call: answer text, cut at
+                # a stop string that had completed in it.
+                held, ended = self._scanner.flush()
+                if ended:
+                    out.append(held)
+                    return "".join(out), True
+                out.append(held + char)
+                continue
+            piece, stopped = self._scanner.feed(char)
+            out.append(piece)
+            if stopped:
+                return "".join(out), True
+        return "".join(out), False
 
     def flush(self) -> tuple[str, bool]:
         """At the end of the stream: see :meth:`StopScanner.flush`."""
