@@ -9,6 +9,7 @@ and the OpenAI assembler; a forced choice without a call is a typed error.
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -49,7 +50,7 @@ MARKERS = (
 )
 ALL_MARKERS = "".join(MARKERS)
 
-_pieces = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=8)
+_pieces = st.text(st.characters(codec="utf-8"), max_size=8)
 # Strings that hold every marker (JSON escapes included: quotes, backslashes, newlines).
 _marked = st.lists(st.sampled_from([*MARKERS, '"', "\\", "\n", "{", "}"]) | _pieces).map(
     lambda parts: ALL_MARKERS + "".join(parts)
@@ -69,9 +70,8 @@ def render(family: ToolCallFamily, form: int, name: str, arguments: dict[str, An
     """One call in ``family``'s markup (``form`` picks among the family's spellings)."""
     args = json.dumps(arguments, ensure_ascii=form % 2 == 0)
     if family is ToolCallFamily.HERMES:
-        return (
-            f'Let me call it.\n<tool_call>\n{{"name": "{name}", "arguments": {args}}}\n</tool_call>'
-        )
+        call = f'{{"name": "{name}", "arguments": {args}}}'
+        return f"Let me call it.\n<tool_call>\n{call}\n</tool_call>"
     if family is ToolCallFamily.LLAMA3_JSON:
         prefix = "<|python_tag|>" if form % 2 else ""
         return f'{prefix}{{"name": "{name}", "parameters": {args}}}'
@@ -82,7 +82,7 @@ def render(family: ToolCallFamily, form: int, name: str, arguments: dict[str, An
 
 def split(text: str, cuts: list[int]) -> list[str]:
     points = sorted({0, len(text), *(cut % (len(text) + 1) for cut in cuts)})
-    return [text[a:b] for a, b in zip(points, points[1:], strict=False)]
+    return [text[a:b] for a, b in itertools.pairwise(points)]
 
 
 _FAMILIES = st.sampled_from(
