@@ -13,6 +13,7 @@ import itertools
 import json
 from typing import Any
 
+import jsonschema
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -66,6 +67,57 @@ _arguments = st.dictionaries(_pieces, _values, max_size=4).map(
 _names = st.from_regex(r"[a-z_][a-z0-9_]{0,20}", fullmatch=True)
 
 
+def _leaf() -> st.SearchStrategy[tuple[dict[str, Any], Any]]:
+    strings = _marked.map(lambda text: ({"type": "string"}, text))
+    enums = st.lists(_marked, min_size=1, max_size=3, unique=True).flatmap(
+        lambda options: st.sampled_from(options).map(lambda pick: ({"enum": options}, pick))
+    )
+    numbers = st.integers().map(lambda n: ({"type": "integer"}, n))
+    return strings | enums | numbers
+
+
+def _node(
+    inner: st.SearchStrategy[tuple[dict[str, Any], Any]],
+) -> st.SearchStrategy[tuple[dict[str, Any], Any]]:
+    arrays = st.lists(inner, max_size=3).map(
+        lambda items: ({"type": "array"}, [value for _, value in items])
+    )
+    objects = st.dictionaries(_pieces, inner, max_size=3).map(
+        lambda fields: (
+            {
+                "type": "object",
+                "properties": {key: schema for key, (schema, _) in fields.items()},
+                "required": sorted(fields),
+                "additionalProperties": False,
+            },
+            {key: value for key, (_, value) in fields.items()},
+        )
+    )
+    return arrays | objects
+
+
+# A tool's parameters schema and arguments valid under it, strings full of markers.
+_schema_and_arguments = st.recursive(_leaf(), _node, max_leaves=8).map(
+    lambda pair: (
+        {
+            "type": "object",
+            "properties": {"text": {"type": "string"}, "more": pair[0]},
+            "required": ["text", "more"],
+        },
+        {"text": ALL_MARKERS, "more": pair[1]},
+    )
+)
+
+
+def test_the_markers_cover_every_family_the_parser_knows() -> None:
+    from emelex.model.llama import _output
+
+    known = {_output._HERMES_OPEN, _output._HERMES_CLOSE, _output._MISTRAL_MARK}
+    known |= {_output._MISTRAL_ARGS, _output._PYTHON_TAG}
+    known |= {ThinkMarkers().open, ThinkMarkers().close}
+    assert known <= set(MARKERS)
+
+
 def render(family: ToolCallFamily, form: int, name: str, arguments: dict[str, Any]) -> str:
     """One call in ``family``'s markup (``form`` picks among the family's spellings)."""
     args = json.dumps(arguments, ensure_ascii=form % 2 == 0)
@@ -116,6 +168,29 @@ def test_marked_arguments_round_trip_through_the_native_parser(
     _, parsed = parser.finish()
     assert parsed.tool_calls == (ToolCall("call_0", name, arguments),)
     assert "[ARGS]" not in parsed.text and "</tool_call>" not in parsed.text
+    thought = "thinking about <tool_call> and [TOOL_CALLS]" if reasoning else None
+    assert parsed.reasoning == thought  # no marker inside the call opened reasoning
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    family=_FAMILIES,
+    form=st.integers(0, 3),
+    pair=_schema_and_arguments,
+    cuts=st.lists(st.integers(0, 10_000), max_size=12),
+)
+def test_schema_valid_marked_arguments_round_trip(
+    family: ToolCallFamily, form: int, pair: tuple[dict[str, Any], Any], cuts: list[int]
+) -> None:
+    schema, arguments = pair
+    jsonschema.validate(arguments, schema)
+    parser = OutputParser(family=family, think=ThinkMarkers())
+    for piece in split(render(family, form, "tool", arguments), cuts):
+        parser.feed(piece)
+    _, parsed = parser.finish()
+    (call,) = parsed.tool_calls
+    assert call.arguments == arguments
+    jsonschema.validate(call.arguments, schema)
 
 
 def test_a_close_tag_in_a_string_does_not_end_the_call() -> None:
@@ -193,7 +268,7 @@ def test_a_forced_choice_without_a_call_is_a_typed_error(choice: ToolChoice) -> 
     with pytest.raises(ToolCallMissing) as caught:
         check_forced_call(choice, Response(secret, finish_reason="length"))
     error = caught.value
-    assert isinstance(error, ModelError) and isinstance(error, EmelexError)
+    assert issubclass(ToolCallMissing, ModelError) and issubclass(ModelError, EmelexError)
     assert (error.tool, error.finish_reason, error.text) == (choice.name, "length", secret)
     assert secret not in str(error)  # model output stays out of the message
 
