@@ -10,6 +10,7 @@ import pytest
 import trio
 
 from emelex.model import (
+    Completed,
     GenerationOptions,
     GenerationRequest,
     Message,
@@ -53,7 +54,9 @@ async def test_a_forced_choice_answered_with_the_call_completes(fault_server: Fa
         with trio.fail_after(10):
             async with model.generate(forced(ToolChoice.tool("echo"))) as stream:
                 events = [event async for event in stream]
-    response = events[-1].response  # type: ignore[attr-defined]
+    last = events[-1]
+    assert isinstance(last, Completed)
+    response = last.response
     assert response.tool_calls[0] == ToolCall("call_abc", "echo", json.loads(CALL_ARGUMENTS))
 
 
@@ -62,4 +65,5 @@ async def test_an_unforced_text_answer_is_still_an_answer(fault_server: FaultSer
         with trio.fail_after(10):
             async with model.generate(forced(ToolChoice.AUTO)) as stream:
                 events = [event async for event in stream]
-    assert events[-1].response.text == "Hello, world!"  # type: ignore[attr-defined]
+    last = events[-1]
+    assert isinstance(last, Completed) and last.response.text == "Hello, world!"
