@@ -174,35 +174,72 @@ _INFOS = st.builds(
 )
 
 
-@settings(max_examples=30, deadline=None)
+_LINE = st.text(st.characters(codec="utf-8", exclude_categories=["Cc"]), max_size=40)
+_SKILLS = st.dictionaries(
+    st.from_regex(r"[a-z0-9][a-z0-9-]{0,10}", fullmatch=True),
+    st.tuples(_LINE.map(str.strip).filter(bool), st.text(max_size=60).filter(str.strip)),
+    max_size=2,
+)
+_OPTIONS = st.builds(
+    GenerationOptions,
+    max_tokens=st.none() | st.integers(1, 4096),
+    temperature=st.none() | st.floats(0, 2, allow_nan=False),
+    top_p=st.none() | st.floats(0.01, 1, allow_nan=False),
+    seed=st.none() | st.integers(0, 2**31),
+    stop=st.lists(st.text(min_size=1, max_size=8), max_size=3, unique=True).map(tuple),
+)
+
+
+@settings(max_examples=40, deadline=None)
 @given(
     info=_INFOS,
     name=st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,30}", fullmatch=True),
     instructions=st.text(min_size=1, max_size=80).filter(str.strip),
     write=st.booleans(),
-    temperature=st.none() | st.floats(0, 2, allow_nan=False),
+    options=_OPTIONS,
     files=st.dictionaries(st.from_regex(r"[a-z]{1,8}\.txt", fullmatch=True), st.binary(max_size=9)),
+    readonly=st.dictionaries(
+        st.from_regex(r"r[a-z]{0,7}\.md", fullmatch=True), st.binary(max_size=9)
+    ),
+    skills=_SKILLS,
+    web_fetch=st.none() | st.integers(1, 10**6),
+    hidden=st.lists(st.from_regex(r"[a-z]{1,6}/\*\*", fullmatch=True), max_size=2, unique=True),
 )
 def test_generated_agents_round_trip_through_agent_export(
     info: PackageInfo,
     name: str,
     instructions: str,
     write: bool,
-    temperature: float | None,
+    options: GenerationOptions,
     files: dict[str, bytes],
+    readonly: dict[str, bytes],
+    skills: dict[str, tuple[str, str]],
+    web_fetch: int | None,
+    hidden: list[str],
 ) -> None:
+    policy = WorkspacePolicy.read_write() if write else WorkspacePolicy.read_only()
+    for glob in hidden:
+        policy = policy.hide(glob)
     builder = (
         Agent.builder()
         .name(name)
         .instructions(instructions)
         .model(ScriptedModel([]))
         .approver(DenyAll())
-        .workspace_policy(WorkspacePolicy.read_write() if write else WorkspacePolicy.read_only())
-        .options(GenerationOptions(temperature=temperature))
+        .workspace_policy(policy)
+        .options(options)
         .package(info)
     )
     for path, content in sorted(files.items()):  # packages list files in order
         builder.file(path, content)
+    for path, content in sorted(readonly.items()):
+        builder.readonly_file(path, content)
+    for skill, (description, body) in sorted(skills.items()):
+        builder.skill(skill, description, body)
+    if skills:
+        builder.capability("skills")
+    if web_fetch is not None:
+        builder.capability("web_fetch", response_bytes=web_fetch)
     agent = builder.build()
     with tempfile.TemporaryDirectory() as folder:
         if info.preset == "shell_worker" and not write:
