@@ -5,7 +5,19 @@ from __future__ import annotations
 
 from emelex.model._errors import ToolCallMissing
 from emelex.model._events import Response
-from emelex.model._options import ToolChoice
+from emelex.model._options import UNSET, ToolChoice
+from emelex.model._request import GenerationRequest
+
+
+def requested_choice(
+    request: GenerationRequest, default: ToolChoice = ToolChoice.AUTO
+) -> ToolChoice:
+    """The tool choice a request asks for: its own, else the backend's ``default``;
+    ``NONE`` when it offers no tools."""
+    if not request.tools:
+        return ToolChoice.NONE
+    choice = request.options.tool_choice
+    return default if choice is UNSET else choice
 
 
 def check_forced_call(choice: ToolChoice, response: Response) -> None:

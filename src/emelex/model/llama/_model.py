@@ -18,8 +18,8 @@ import trio
 from emelex.model._capabilities import Capabilities
 from emelex.model._errors import InvalidRequest, ModelError
 from emelex.model._events import Completed, GenerationEvent, Progress, Response, Usage
-from emelex.model._forced import check_forced_call
-from emelex.model._options import UNSET, ToolChoice
+from emelex.model._forced import check_forced_call, requested_choice
+from emelex.model._options import ToolChoice
 from emelex.model._request import GenerationRequest, ToolDefinition
 from emelex.model.llama._buffers import (
     BufferVerdict,
@@ -326,10 +326,7 @@ class LlamaModel:
     # -- generation -------------------------------------------------------------------------
     def _choice(self, request: GenerationRequest) -> ToolChoice:
         """The request's tool choice, else this model's default; NONE without tools."""
-        if not request.tools:
-            return ToolChoice.NONE
-        choice = request.options.tool_choice
-        return self._tool_choice if choice is UNSET else choice
+        return requested_choice(request, self._tool_choice)
 
     def _grammar(
         self, request: GenerationRequest, choice: ToolChoice, opens_reasoning: bool
