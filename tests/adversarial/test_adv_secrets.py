@@ -90,6 +90,9 @@ ISSUE_30_PATHS = [
     ".mysql_history",
     ".python_history",
     "home/u/.local/share/fish/fish_history",
+    ".config/filezilla/sitemanager.xml",
+    ".aws/cli/cache/role.json",
+    "vault.kdbx",
 ]
 
 
@@ -123,5 +126,6 @@ def test_issue_30_near_misses_stay_readable() -> None:
         "keyrings.md",
         "config/hub.py",
         "terraform/main.tf",
+        "app/src/main/res/layout/main.xml",
     ):
         assert not is_secret_path(path), path

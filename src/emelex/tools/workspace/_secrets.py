@@ -116,7 +116,10 @@ SECRET_RULES: tuple[SecretRule, ...] = (
     SecretRule((".vscode", "sftp.json"), "SFTP credentials"),
     SecretRule((".ftpconfig",), "FTP credentials"),
     SecretRule((".remote-sync.json",), "FTP/SFTP credentials"),
-    SecretRule(("filezilla", "*.xml"), "FileZilla saved servers"),
+    # named files, not "*.xml": every XML file of a Java tree would take the slow path
+    SecretRule(("filezilla", "sitemanager.xml"), "FileZilla saved servers"),
+    SecretRule(("filezilla", "recentservers.xml"), "FileZilla saved servers"),
+    SecretRule(("filezilla", "filezilla.xml"), "FileZilla saved servers"),
     # keyrings and password databases: whole stores of secrets
     SecretRule((".local", "share", "keyrings"), "GNOME keyring"),
     SecretRule(("*.keyring",), "keyring"),
