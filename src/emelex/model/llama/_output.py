@@ -39,6 +39,7 @@ _PYTHON_TAG: Final = "<|python_tag|>"
 # tag; inside a string a quote or an escape.
 _OUTSIDE_STRING: Final = re.compile(r'["<]')
 _INSIDE_STRING: Final = re.compile(r'["\\]')
+_CALL_CHARS: Final = frozenset("<[{")
 
 
 class _State(enum.Enum):
@@ -180,6 +181,17 @@ class OutputParser:
     def calls_entered(self) -> int:
         """How many times the output entered tool-call markup so far."""
         return self._calls_entered
+
+    def may_cross_call(self, text: str) -> bool:
+        """Whether feeding ``text`` could enter or leave tool-call markup. ``False`` is
+        certain: every marker that opens a call starts with ``<``, ``[`` or ``{`` and a
+        call block ends only at ``<``, unless part of a marker is already held."""
+        state = self._state
+        if state is _State.TRAILING_CALLS:
+            return False  # the rest of the output is calls
+        if state is _State.CALL:
+            return self._scan.offset < len(self._pending) or "<" in text
+        return bool(self._pending) or not _CALL_CHARS.isdisjoint(text)
 
     # -- emission -------------------------------------------------------------------------
     def _emit_text(self, text: str) -> None:

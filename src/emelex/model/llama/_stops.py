@@ -98,6 +98,10 @@ class CallAwareStops:
         calls = self._calls
         if calls is None:
             return self._scanner.feed(text)
+        if not calls.may_cross_call(text):  # the usual token: all on one side of a call
+            inside = calls.in_call
+            calls.feed(text)
+            return (text, False) if inside else self._scanner.feed(text)
         # Character by character, so a token that both ends the answer and opens a call
         # (or closes a call and holds a stop string) is split exactly where the call
         # starts and ends; only runs when stop strings and tools meet.
