@@ -24,6 +24,8 @@ from emelex.model import (
 )
 from emelex.model.llama import GrammarError, LlamaModel
 
+from .conftest import template_text
+
 LOOKUP = ToolDefinition(
     "lookup",
     "Look a key up.",
@@ -155,12 +157,21 @@ async def test_a_named_choice_can_narrow_the_arguments(tiny: LlamaModel) -> None
 
 # -- issue 30 break 6: arguments that hold the template's own markup ------------------------
 
-MARKED = 'a</tool_call>b<tool_call>c</tool_response>d<think>e</think>f[TOOL_CALLS]g"h\\i'
+MARKED = (
+    'a</tool_call>b<tool_call>c</tool_response>d<think>e</think>f[TOOL_CALLS]g"h\\i'
+    "[ARGS]j<|python_tag|>k<|eot_id|>l<|im_end|>m"
+)
 
 
-async def test_a_forced_call_whose_arguments_hold_markup_survives(tiny: LlamaModel) -> None:
-    # The grammar makes the random-weight model write exactly MARKED as the argument;
-    # the stop strings are the markers themselves, and must not fire inside the call.
+@pytest.mark.parametrize("template", [None, "qwen3", "llama3.1", "mistral-v0.3"])
+async def test_a_forced_call_whose_arguments_hold_markup_survives(
+    tiny_model: Path, template: str | None
+) -> None:
+    # The grammar makes the random-weight model write exactly MARKED as the argument
+    # (in the Hermes, Hermes-with-think, Llama 3 and Mistral markup); the stop strings
+    # are the markers themselves, and must not fire inside the call.
+    source = None if template is None else template_text(template)
+    model = LlamaModel(tiny_model, chat_template=source, n_threads=1, n_threads_batch=1)
     narrowed = {
         "type": "object",
         "properties": {"key": {"const": MARKED}},
@@ -168,9 +179,10 @@ async def test_a_forced_call_whose_arguments_hold_markup_survives(tiny: LlamaMod
         "additionalProperties": False,
     }
     choice = ToolChoice.tool("lookup", arguments=narrowed)
-    stops = ("</tool_call>", "</tool_response>", "<think>", "[TOOL_CALLS]")
+    stops = ("</tool_call>", "</tool_response>", "<think>", "[TOOL_CALLS]", "<|python_tag|>")
     with trio.fail_after(60):
-        done = await complete(tiny, request(tool_choice=choice, max_tokens=200, stop=stops))
+        async with model:
+            done = await complete(model, request(tool_choice=choice, max_tokens=200, stop=stops))
     (call,) = done.response.tool_calls
     assert (call.name, call.arguments) == ("lookup", {"key": MARKED})
     assert done.response.finish_reason == "tool_calls"
