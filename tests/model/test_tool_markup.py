@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from emelex import EmelexError
 from emelex.model import (
+    Message,
     ModelError,
     Response,
     ToolCall,
@@ -30,6 +31,7 @@ from emelex.model._forced import check_forced_call
 from emelex.model.llama._output import OutputParser
 from emelex.model.llama._stops import CallAwareStops
 from emelex.model.openai._assembly import ChunkAssembler
+from emelex.model.openai._mapping import message_dict
 from emelex.model.templates import ThinkMarkers, ToolCallFamily
 
 #: Every marker of every supported family (calls, results, reasoning, turn ends).
@@ -285,3 +287,15 @@ def test_unforced_or_cancelled_generations_are_not_checked() -> None:
     check_forced_call(ToolChoice.AUTO, Response("text"))
     check_forced_call(ToolChoice.NONE, Response("text"))
     check_forced_call(ToolChoice.REQUIRED, Response("", finish_reason="cancelled"))
+
+
+@settings(max_examples=100, deadline=None)
+@given(name=_names, arguments=_arguments)
+def test_marked_arguments_in_history_reach_an_openai_server_whole(
+    name: str, arguments: dict[str, Any]
+) -> None:
+    # The other direction: a past call's arguments, re-encoded for the server.
+    message = Message.assistant(tool_calls=[ToolCall("c1", name, arguments)])
+    (call,) = message_dict(message, 0, send_reasoning=False)["tool_calls"]
+    assert call["function"]["name"] == name
+    assert json.loads(call["function"]["arguments"]) == arguments
