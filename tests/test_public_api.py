@@ -519,6 +519,7 @@ EXPECTED: dict[str, set[str]] = {
         "TextPart",
         "TokenCounter",
         "ToolCall",
+        "ToolCallMissing",
         "ToolChoice",
         "ToolChoiceMode",
         "ToolDefinition",

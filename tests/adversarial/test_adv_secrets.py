@@ -70,3 +70,62 @@ async def test_a_root_inside_a_credentials_folder_classifies_by_absolute_path(
 def test_ordinary_names_stay_readable(root: Path, ws: Workspace) -> None:
     for path in ("environment.md", "src/env.py", "cargo/credentials.md", "boto.py"):
         assert not is_secret_path(path), path
+
+
+# issue 30 break 8: each of these was readable without approval
+ISSUE_30_PATHS = [
+    ".config/git/credentials",
+    ".dockercfg",
+    ".terraform.d/credentials.tfrc.json",
+    ".terraformrc",
+    ".composer/auth.json",
+    ".aws/sso/cache/0123abcd.json",
+    ".m2/settings-security.xml",
+    ".config/hub",
+    ".local/share/keyrings/login.keyring",
+    ".local/share/keyrings/user.keystore",
+    ".bash_history",
+    ".zsh_history",
+    ".psql_history",
+    ".mysql_history",
+    ".python_history",
+    "home/u/.local/share/fish/fish_history",
+    ".config/filezilla/sitemanager.xml",
+    ".aws/cli/cache/role.json",
+    "vault.kdbx",
+]
+
+
+@pytest.mark.parametrize("path", ISSUE_30_PATHS)
+def test_issue_30_paths_need_approval(root: Path, ws: Workspace, path: str) -> None:
+    (root / path).parent.mkdir(parents=True, exist_ok=True)
+    (root / path).write_text("password = hunter2\n")
+    assert is_secret_path(path)
+    assert is_secret_path(path.upper())  # the rules compare case-insensitively
+    assert ReadFileTool(ws).approval_reason({"path": path}) is not None
+    with pytest.raises(SecretPath):
+        read_file(ws, path)
+
+
+async def test_issue_30_paths_are_skipped_by_recursive_reads(root: Path, ws: Workspace) -> None:
+    for path in ISSUE_30_PATHS:
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text("password = hunter2\n")
+    (root / "notes.txt").write_text("password = visible\n")
+    output = await invoke(GrepTool(ws), {"pattern": "password"})
+    assert "visible" in output.text
+    assert "hunter2" not in output.text
+
+
+def test_issue_30_near_misses_stay_readable() -> None:
+    for path in (
+        "src/history.py",
+        "docs/bash_history.md",
+        "pom/settings.xml",
+        ".aws/sso/readme.md",
+        "keyrings.md",
+        "config/hub.py",
+        "terraform/main.tf",
+        "app/src/main/res/layout/main.xml",
+    ):
+        assert not is_secret_path(path), path

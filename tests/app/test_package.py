@@ -7,6 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
+import attrs
 import pytest
 
 from emelex.agent import DenyAll, ModelFailed
@@ -309,9 +310,10 @@ def test_export_of_a_built_agent_and_tricky_text(tmp_path: Path) -> None:
     export_agent(agent, out, description='say "hi"', version="2.0", preset="worker")
     assert validate_package(out) == []
     loaded = load_package(out, bindings={"default": agent.client}, approver=agent.approver)
-    assert loaded.agent == agent
-    info = loaded.info
-    assert info.description == 'say "hi"' and info.preset == "worker"
+    # the overrides become the loaded agent's own metadata; nothing else changes
+    info = PackageInfo(description='say "hi"', version="2.0", preset="worker")
+    assert loaded.agent == attrs.evolve(agent, package=info)
+    assert loaded.info == info
     again = tmp_path / "again"
     export_agent(loaded, again)
     assert same_tree(out, again)

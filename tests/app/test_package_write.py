@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import tempfile
 import tomllib
 import unicodedata
 from pathlib import Path
 
+import attrs
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from emelex.agent import DenyAll
 from emelex.app import (
     Agent,
+    InvalidAgent,
     PackageError,
     PackageInfo,
     WorkspacePolicy,
@@ -131,6 +134,7 @@ def test_values_tomlkit_cannot_write_are_package_errors() -> None:
 def test_export_writes_what_load_reads(tmp_path: Path) -> None:
     agent, info = rich()
     export_agent(agent, tmp_path / "out", description=info.description, binding="my.model_x")
+    agent = attrs.evolve(agent, package=PackageInfo(info.description, binding="my.model_x"))
     package = load_package(
         tmp_path / "out", bindings={"my.model_x": agent.client}, approver=agent.approver
     )
@@ -139,3 +143,129 @@ def test_export_writes_what_load_reads(tmp_path: Path) -> None:
     export_agent(package, tmp_path / "again")
     again = (tmp_path / "again" / "agent.toml").read_bytes()
     assert again == (tmp_path / "out" / "agent.toml").read_bytes()
+
+
+# -- issue 30 break 7: Agent.export wrote default metadata -------------------------------
+
+ACTORS = Path(__file__).parent.parent.parent / "actors"
+
+
+@pytest.mark.parametrize("name", ["repo-reviewer", "shell-operator", "writer"])
+def test_agent_export_keeps_every_actors_metadata(name: str, tmp_path: Path) -> None:
+    loaded = Agent.load(ACTORS / name)
+    loaded.export(tmp_path / "out")
+    again = Agent.load(tmp_path / "out")
+    assert again.package == load_package(ACTORS / name).info
+    assert again.package != PackageInfo()  # every example says more than the defaults
+    # the placeholder model of an unbound load is equal across loads, so is the agent
+    assert again == loaded
+    manifest = "agent.toml"
+    assert (tmp_path / "out" / manifest).read_bytes() == (ACTORS / name / manifest).read_bytes()
+
+
+_VERSIONS = st.from_regex(r"[0-9A-Za-z][0-9A-Za-z.+_-]{0,20}", fullmatch=True)
+_BINDINGS = st.from_regex(r"[a-z][a-z0-9_.-]{0,20}", fullmatch=True)
+_INFOS = st.builds(
+    PackageInfo,
+    description=st.text(max_size=80),
+    version=_VERSIONS,
+    binding=_BINDINGS,
+    preset=st.sampled_from(["base", "conversation", "worker", "shell_worker"]),
+)
+
+
+_LINE = st.text(st.characters(codec="utf-8", exclude_categories=["Cc"]), max_size=40)
+_SKILLS = st.dictionaries(
+    st.from_regex(r"[a-z0-9][a-z0-9-]{0,10}", fullmatch=True),
+    st.tuples(_LINE.map(str.strip).filter(bool), st.text(max_size=60).filter(str.strip)),
+    max_size=2,
+)
+_OPTIONS = st.builds(
+    GenerationOptions,
+    max_tokens=st.none() | st.integers(1, 4096),
+    temperature=st.none() | st.floats(0, 2, allow_nan=False),
+    top_p=st.none() | st.floats(0.01, 1, allow_nan=False),
+    seed=st.none() | st.integers(0, 2**31),
+    stop=st.lists(st.text(min_size=1, max_size=8), max_size=3, unique=True).map(tuple),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    info=_INFOS,
+    name=st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,30}", fullmatch=True),
+    instructions=st.text(min_size=1, max_size=80).filter(str.strip),
+    write=st.booleans(),
+    options=_OPTIONS,
+    files=st.dictionaries(st.from_regex(r"[a-z]{1,8}\.txt", fullmatch=True), st.binary(max_size=9)),
+    readonly=st.dictionaries(
+        st.from_regex(r"r[a-z]{0,7}\.md", fullmatch=True), st.binary(max_size=9)
+    ),
+    skills=_SKILLS,
+    web_fetch=st.none() | st.integers(1, 10**6),
+    hidden=st.lists(st.from_regex(r"[a-z]{1,6}/\*\*", fullmatch=True), max_size=2, unique=True),
+)
+def test_generated_agents_round_trip_through_agent_export(
+    info: PackageInfo,
+    name: str,
+    instructions: str,
+    write: bool,
+    options: GenerationOptions,
+    files: dict[str, bytes],
+    readonly: dict[str, bytes],
+    skills: dict[str, tuple[str, str]],
+    web_fetch: int | None,
+    hidden: list[str],
+) -> None:
+    policy = WorkspacePolicy.read_write() if write else WorkspacePolicy.read_only()
+    for glob in hidden:
+        policy = policy.hide(glob)
+    builder = (
+        Agent.builder()
+        .name(name)
+        .instructions(instructions)
+        .model(ScriptedModel([]))
+        .approver(DenyAll())
+        .workspace_policy(policy)
+        .options(options)
+        .package(info)
+    )
+    for path, content in sorted(files.items()):  # packages list files in order
+        builder.file(path, content)
+    for path, content in sorted(readonly.items()):
+        builder.readonly_file(path, content)
+    for skill, (description, body) in sorted(skills.items()):
+        builder.skill(skill, description, body)
+    if skills:
+        builder.capability("skills")
+    if web_fetch is not None:
+        builder.capability("web_fetch", response_bytes=web_fetch)
+    agent = builder.build()
+    with tempfile.TemporaryDirectory() as folder:
+        if info.preset == "shell_worker" and not write:
+            # the reader refuses this pair, so the writer must not produce it
+            with pytest.raises(PackageError, match="needs a read_write"):
+                agent.export(Path(folder) / "out")
+            return
+        agent.export(Path(folder) / "out")
+        again = Agent.load(
+            Path(folder) / "out", bindings={info.binding: agent.client}, approver=agent.approver
+        )
+    assert again == agent
+    assert again.package == info
+
+
+def test_the_builder_refuses_metadata_that_is_not_package_info() -> None:
+    builder = Agent.builder().name("a").instructions("x").model(ScriptedModel([]))
+    with pytest.raises(InvalidAgent, match="PackageInfo"):
+        builder.package({"version": "1"}).build()  # type: ignore[arg-type]
+
+
+def test_export_refuses_metadata_the_reader_would_refuse(tmp_path: Path) -> None:
+    builder = Agent.builder().name("a").instructions("x").model(ScriptedModel([]))
+    agent = builder.package(PackageInfo(version="1 0; rm -rf")).build()
+    with pytest.raises(PackageError, match="not a version"):
+        agent.export(tmp_path / "bad-version")
+    assert not (tmp_path / "bad-version").exists()  # refused before anything was written
+    with pytest.raises(TypeError):
+        PackageInfo(version=1)  # type: ignore[arg-type]

@@ -161,3 +161,21 @@ def test_package_text_reaches_the_terminal_neutralized(
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
     assert "\\x1b]0;pwned\\x07\\u202eDrafts" in out
+
+
+@pytest.mark.parametrize("name", ["repo-reviewer", "shell-operator", "writer"])
+def test_agents_export_and_agent_export_write_the_same_package(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 30 break 7: the two export paths disagreed on the metadata.
+    from emelex.app import Agent
+
+    assert agents_command(namespace("export", ACTORS / name, tmp_path / "cli")) == 0
+    Agent.load(ACTORS / name).export(tmp_path / "api")
+    capsys.readouterr()
+    assert agents_command(namespace("diff", tmp_path / "cli", tmp_path / "api")) == 0
+    for path in sorted((tmp_path / "cli").rglob("*")):
+        twin = tmp_path / "api" / path.relative_to(tmp_path / "cli")
+        assert path.is_dir() == twin.is_dir()
+        if path.is_file():
+            assert path.read_bytes() == twin.read_bytes(), path

@@ -26,6 +26,7 @@ from emelex.app._errors import (
     DuplicateProvider,
     DuplicateSkill,
     DuplicateTool,
+    InvalidAgent,
     InvalidAgentName,
     InvalidApprover,
     InvalidCapability,
@@ -41,6 +42,7 @@ from emelex.app._errors import (
     WorkspaceConflict,
 )
 from emelex.app._output import DEFAULT_OUTPUT_RETRIES, OutputSpec, TypedTurn, check_retries
+from emelex.app._package_info import DEFAULTS, PackageInfo
 from emelex.app._policy import WorkspacePolicy
 from emelex.app._skill import Skill, skill_files
 from emelex.model import AgentModel, Client, GenerationOptions
@@ -166,6 +168,9 @@ class Agent:
     #: Rounds of a turn in which the model may get corrections (invalid arguments,
     #: ``RetryWithFeedback``); see ``docs/app/retries.md``.
     max_retries: int = DEFAULT_MAX_RETRIES
+    #: The package metadata (description, version, model binding, harness preset) that
+    #: :meth:`export` writes; :meth:`load` fills it from the manifest.
+    package: PackageInfo = DEFAULTS
 
     @staticmethod
     def builder() -> AgentBuilder:
@@ -183,8 +188,8 @@ class Agent:
         return APP_HOOKS.load(path, bindings=bindings, approver=approver)
 
     def export(self, path: str | os.PathLike[str]) -> None:
-        """Write this agent as a package at ``path`` (see :func:`emelex.app.export_agent`,
-        which also takes the package's description, version, binding and preset)."""
+        """Write this agent as a package at ``path``, with its own :attr:`package`
+        metadata (see :func:`emelex.app.export_agent`, which can override it)."""
         APP_HOOKS.export(self, path)
 
     @overload
@@ -260,6 +265,7 @@ class AgentBuilder:
         self._output_type: Any = None
         self._output_retries: Any = DEFAULT_OUTPUT_RETRIES
         self._max_retries = DEFAULT_MAX_RETRIES
+        self._package: Any = PackageInfo()
 
     def name(self, name: str) -> AgentBuilder:
         self._name = name
@@ -371,6 +377,12 @@ class AgentBuilder:
         self._max_retries = n
         return self
 
+    def package(self, info: PackageInfo) -> AgentBuilder:
+        """The package metadata :meth:`Agent.export` writes (description, version, model
+        binding, harness preset); checked when the agent is exported."""
+        self._package = info
+        return self
+
     # -- validation -----------------------------------------------------------------------
     def build(self) -> Agent:
         name = self._name
@@ -405,6 +417,8 @@ class AgentBuilder:
         retries = check_retries(self._output_retries)
         if self._output_type is not None:
             OutputSpec.of(self._output_type)  # raises InvalidOutputType
+        if not isinstance(self._package, PackageInfo):
+            raise InvalidAgent(f"package metadata {self._package!r} is not a PackageInfo")
         return Agent(
             name=name,
             instructions=instructions,
@@ -422,6 +436,7 @@ class AgentBuilder:
             output_type=self._output_type,
             output_retries=retries,
             max_retries=self._max_retries,
+            package=self._package,
         )
 
     def _check_tools(self) -> list[AgentTool]:

@@ -28,6 +28,7 @@ from emelex.agent import DenyAll
 from emelex.app._agent import Agent
 from emelex.app._errors import UnboundModelError
 from emelex.app._harness import Harness
+from emelex.app._package_info import PRESETS, PackageInfo, preset_harness
 from emelex.model import Capabilities, Client, GenerationRequest
 
 MANIFEST = "agent.toml"
@@ -39,7 +40,6 @@ MAX_FILE_BYTES = 1024 * 1024
 MAX_PACKAGE_BYTES = 16 * 1024 * 1024
 #: Most files a package may hold.
 MAX_FILES = 2000
-PRESETS = ("base", "conversation", "worker", "shell_worker")
 POLICIES = ("read_only", "read_write")
 TOP_LEVEL = frozenset({MANIFEST, INSTRUCTIONS, "files", "readonly", "skills", "plugins"})
 BINDING_NAME = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
@@ -47,41 +47,20 @@ VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}")
 
 
 @attrs.frozen
-class PackageInfo:
-    """What a package says besides the :class:`Agent` itself."""
-
-    description: str = ""
-    version: str = "0.1.0"
-    binding: str = "default"
-    preset: str = "base"
-
-    def harness(self) -> Harness:
-        """The harness preset the package names."""
-        return preset_harness(self.preset)
-
-
-@attrs.frozen
 class LoadedPackage:
-    """What :func:`load_package` returns: the :class:`Agent` and the package's own
-    metadata (:class:`PackageInfo`), which the agent does not carry. Pass it to
-    :func:`export_agent` to write the package again with the same metadata."""
+    """What :func:`load_package` returns. The agent carries the package's metadata
+    itself (``agent.package``, the one source every export reads); ``info`` is that
+    value, kept for callers that predate it."""
 
     agent: Agent
-    info: PackageInfo
+
+    @property
+    def info(self) -> PackageInfo:
+        return self.agent.package
 
     def harness(self) -> Harness:
         """The harness preset the package names (``info.preset``)."""
         return self.info.harness()
-
-
-def preset_harness(name: str) -> Harness:
-    presets = {
-        "base": Harness.base,
-        "conversation": Harness.conversation,
-        "worker": Harness.worker,
-        "shell_worker": Harness.shell_worker,
-    }
-    return presets[name]()
 
 
 @attrs.frozen

@@ -18,6 +18,7 @@ from emelex.app._package_format import (
     PRESETS,
     VERSION,
 )
+from emelex.app._package_info import DEFAULTS, WRITING_PRESETS
 from emelex.app._package_tree import PackageRead
 from emelex.model import GenerationOptions
 
@@ -89,14 +90,14 @@ def _check_manifest(read: PackageRead, text: str, manifest: dict[str, Any]) -> N
             bad("missing-key", "agent.name is required", "agent")
     elif not isinstance(name, str) or not AGENT_NAME.fullmatch(name):
         bad("bad-name", f"agent name {name!r} must be 1-64 letters, digits, _ . -", "name")
-    description = agent.get("description", "")
+    description = agent.get("description", DEFAULTS.description)
     if not isinstance(description, str):
         bad("bad-value", "agent.description must be text", "description")
-    version = agent.get("version", "0.1.0")
+    version = agent.get("version", DEFAULTS.version)
     if not isinstance(version, str) or not VERSION.fullmatch(version):
         bad("bad-value", f"agent.version {version!r} is not a version", "version")
     model = manifest.get("model", {})
-    binding = model.get("binding", "default")
+    binding = model.get("binding", DEFAULTS.binding)
     if not isinstance(binding, str) or not BINDING_NAME.fullmatch(binding):
         bad(
             "bad-binding",
@@ -109,7 +110,7 @@ def _check_manifest(read: PackageRead, text: str, manifest: dict[str, Any]) -> N
                 generation_options({key: model[key]})
             except ValueError as exc:
                 bad("bad-value", str(exc), key)
-    preset = manifest.get("harness", {}).get("preset", "base")
+    preset = manifest.get("harness", {}).get("preset", DEFAULTS.preset)
     if preset not in PRESETS:
         bad("unknown-preset", f"harness preset {preset!r} is not one of {PRESETS}", "preset")
     workspace = manifest.get("workspace", {})
@@ -121,8 +122,8 @@ def _check_manifest(read: PackageRead, text: str, manifest: dict[str, Any]) -> N
         bad("bad-value", "workspace.hidden must be a list of glob patterns", "hidden")
     if not isinstance(workspace.get("recursive_delete", False), bool):
         bad("bad-value", "workspace.recursive_delete must be true or false", "recursive_delete")
-    if preset == "shell_worker" and policy != "read_write":
-        bad("bad-policy", "the shell_worker preset needs workspace policy read_write", "policy")
+    if preset in WRITING_PRESETS and policy != "read_write":
+        bad("bad-policy", f"the {preset} preset needs workspace policy read_write", "policy")
     _check_capabilities(read, text, manifest.get("capabilities", []), policy)
     paths = manifest.get("plugins", {}).get("paths", [])
     if not isinstance(paths, list) or not all(isinstance(p, str) and p for p in paths):

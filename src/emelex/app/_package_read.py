@@ -30,6 +30,7 @@ from emelex.app._package_format import (
     PackageInfo,
     unbound_client,
 )
+from emelex.app._package_info import DEFAULTS
 from emelex.app._package_manifest import generation_options, read_manifest
 from emelex.app._package_tree import PackageRead, read_tree
 from emelex.app._policy import WorkspacePolicy
@@ -187,10 +188,10 @@ def _parse(path: str | os.PathLike[str]) -> tuple[_Parsed | None, list[PackagePr
     )
     parsed = _Parsed(
         info=PackageInfo(
-            description=agent.get("description", ""),
-            version=agent.get("version", "0.1.0"),
-            binding=model.get("binding", "default"),
-            preset=manifest.get("harness", {}).get("preset", "base"),
+            description=agent.get("description", DEFAULTS.description),
+            version=agent.get("version", DEFAULTS.version),
+            binding=model.get("binding", DEFAULTS.binding),
+            preset=manifest.get("harness", {}).get("preset", DEFAULTS.preset),
         ),
         name=agent["name"],
         instructions=instructions,
@@ -229,6 +230,7 @@ def _build(parsed: _Parsed, client: Client, approver: ApprovalPolicy | None) -> 
         .client(client)
         .workspace_policy(parsed.policy)
         .options(parsed.options)
+        .package(parsed.info)
     )
     if approver is not None:
         builder.approver(approver)
@@ -282,7 +284,7 @@ def load_package(
         value = bindings[binding]
         client = value if isinstance(value, Client) else Client(value)
     agent = _build(parsed, client, DENY if approver is None else approver)
-    return LoadedPackage(agent, parsed.info)
+    return LoadedPackage(agent)
 
 
 def load_agent(

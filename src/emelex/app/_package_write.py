@@ -28,9 +28,11 @@ from emelex.app._package_format import (
     MANIFEST,
     PRESETS,
     SKILL_FILE,
+    VERSION,
     LoadedPackage,
     PackageInfo,
 )
+from emelex.app._package_info import WRITING_PRESETS
 from emelex.model import GenerationOptions
 
 
@@ -139,6 +141,11 @@ def _exportable(agent: Agent, info: PackageInfo) -> list[str]:
             reasons.append(f"skill {skill.name!r} has a multi-line or padded description")
     if info.preset not in PRESETS:
         reasons.append(f"harness preset {info.preset!r} is unknown")
+    elif info.preset in WRITING_PRESETS and not agent.workspace_policy.write:
+        # the reader refuses such a package: never write one it cannot load
+        reasons.append(f"harness preset {info.preset!r} needs a read_write workspace policy")
+    if not VERSION.fullmatch(info.version):
+        reasons.append(f"version {info.version!r} is not a version")
     if not BINDING_NAME.fullmatch(info.binding):
         reasons.append(f"model binding {info.binding!r} is not a symbolic name")
     for plugin in agent.plugins:
@@ -172,20 +179,17 @@ def export_agent(
 ) -> None:
     """Write ``agent`` as a package at ``path`` (a new or empty directory).
 
-    The output is deterministic: exporting a loaded package and loading it again
-    gives an equal agent, and exporting that gives byte-identical files. Metadata
-    comes from ``agent`` when it is a :class:`LoadedPackage` (what
-    :func:`load_package` returns), else defaults (version 0.1.0, binding
-    ``default``, preset ``base``); the keyword arguments override it. Refuses
+    The output is deterministic: exporting an agent and loading it again gives an
+    equal agent, and exporting that gives byte-identical files. The metadata is the
+    agent's own (``agent.package``, which :func:`load_package` fills from the manifest
+    and ``AgentBuilder.package`` sets); the keyword arguments override it. Refuses
     (:class:`PackageError`) agents with code-defined tools, capability packages, MCP
     servers or a host workspace: those are not portable. Plugins are copied into
     ``plugins/<directory name>``; a skill's files into ``skills/<name>/``.
     """
     if isinstance(agent, LoadedPackage):
-        info = agent.info
         agent = agent.agent
-    else:
-        info = PackageInfo()
+    info = agent.package
     info = attrs.evolve(
         info,
         description=info.description if description is None else description,

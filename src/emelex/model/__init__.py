@@ -14,6 +14,7 @@ from emelex.model._errors import (
     InvalidRequest,
     InvalidResponse,
     ModelError,
+    ToolCallMissing,
 )
 from emelex.model._estimate import TokenCounter, count_usage, estimate_tokens, estimate_usage
 from emelex.model._events import (
@@ -100,6 +101,7 @@ __all__ = [
     "InvalidOptions",
     "InvalidRequest",
     "InvalidResponse",
+    "ToolCallMissing",
 ]
 
 fix_module_names(__name__, globals())

@@ -28,3 +28,30 @@ class InvalidRequest(ModelError):
 
 class InvalidResponse(ModelError):
     """A response, usage record or stream event is malformed."""
+
+
+class ToolCallMissing(ModelError):
+    """A generation whose tool choice forced a call (``ToolChoice.REQUIRED`` or
+    ``ToolChoice.tool(name)``) ended without one: no call at all, or none of the named
+    tool. Raised instead of an answer the caller did not ask for.
+
+    ``tool`` is the forced tool's name (``None`` for ``REQUIRED``), ``finish_reason``
+    how the generation ended, ``text`` what the model wrote instead (model output: an
+    attribute for diagnosis, never part of the message) and ``calls`` the names of the
+    calls it made instead.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        tool: str | None,
+        finish_reason: str,
+        text: str,
+        calls: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(message)
+        self.tool = tool
+        self.finish_reason = finish_reason
+        self.text = text
+        self.calls = calls

@@ -18,10 +18,13 @@ from emelex.model import (
     InvalidRequest,
     Message,
     Reasoning,
+    ToolCallMissing,
     ToolChoice,
     ToolDefinition,
 )
 from emelex.model.llama import GrammarError, LlamaModel
+
+from .conftest import template_text
 
 LOOKUP = ToolDefinition(
     "lookup",
@@ -150,3 +153,47 @@ async def test_a_named_choice_can_narrow_the_arguments(tiny: LlamaModel) -> None
         done = await complete(tiny, request(tool_choice=choice))
     (call,) = done.response.tool_calls
     assert call.name == "lookup" and call.arguments["key"] in ("alpha", "beta")
+
+
+# -- issue 30 break 6: arguments that hold the template's own markup ------------------------
+
+MARKED = (
+    'a</tool_call>b<tool_call>c</tool_response>d<think>e</think>f[TOOL_CALLS]g"h\\i'
+    "[ARGS]j<|python_tag|>k<|eot_id|>l<|im_end|>m"
+)
+
+
+@pytest.mark.parametrize("template", [None, "qwen3", "llama3.1", "mistral-v0.3"])
+async def test_a_forced_call_whose_arguments_hold_markup_survives(
+    tiny_model: Path, template: str | None
+) -> None:
+    # The grammar makes the random-weight model write exactly MARKED as the argument
+    # (in the Hermes, Hermes-with-think, Llama 3 and Mistral markup); the stop strings
+    # are the markers themselves, and must not fire inside the call.
+    source = None if template is None else template_text(template)
+    model = LlamaModel(tiny_model, chat_template=source, n_threads=1, n_threads_batch=1)
+    narrowed = {
+        "type": "object",
+        "properties": {"key": {"const": MARKED}},
+        "required": ["key"],
+        "additionalProperties": False,
+    }
+    choice = ToolChoice.tool("lookup", arguments=narrowed)
+    stops = ("</tool_call>", "</tool_response>", "<think>", "[TOOL_CALLS]", "<|python_tag|>")
+    with trio.fail_after(60):
+        async with model:
+            done = await complete(model, request(tool_choice=choice, max_tokens=200, stop=stops))
+    (call,) = done.response.tool_calls
+    assert (call.name, call.arguments) == ("lookup", {"key": MARKED})
+    assert done.response.finish_reason == "tool_calls"
+
+
+@pytest.mark.parametrize("choice", [ToolChoice.tool("lookup"), ToolChoice.REQUIRED])
+async def test_a_forced_choice_that_yields_no_call_is_a_typed_error(
+    tiny: LlamaModel, choice: ToolChoice
+) -> None:
+    # Two tokens cannot hold a call: the answer used to come back empty, without error.
+    with trio.fail_after(60), pytest.raises(ToolCallMissing) as caught:
+        await complete(tiny, request(tool_choice=choice, max_tokens=2))
+    assert caught.value.finish_reason == "length"
+    assert caught.value.tool == choice.name

@@ -33,7 +33,7 @@ from emelex.model.llama import (
     tool_call_grammar,
 )
 from emelex.model.llama._grammar import gbnf_literal
-from emelex.model.llama._native import StopScanner
+from emelex.model.llama._stops import StopScanner
 from emelex.model.llama._utf8 import Utf8Decoder
 from emelex.model.templates import ThinkMarkers, ToolCallFamily
 

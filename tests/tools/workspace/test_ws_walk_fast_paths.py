@@ -34,8 +34,27 @@ NAMES = (
     ".ssh",
     "main.tsx",
     "x.ts.bak",
+    "cache",
+    "keyrings",
+    "login.KEYRING",
+    ".bash_history",
+    "hub",
+    "sitemanager.xml",
+    "auth.json",
 )
-PARENTS = ((), (".aws",), ("proc", "1"), ("proc", "1", "task", "2"), (".config", "gh"), ("src",))
+PARENTS = (
+    (),
+    (".aws",),
+    ("proc", "1"),
+    ("proc", "1", "task", "2"),
+    (".config", "gh"),
+    ("src",),
+    (".aws", "sso"),
+    (".local", "share"),
+    (".config",),
+    (".composer",),
+    ("filezilla",),
+)
 
 
 @pytest.mark.parametrize("parents", PARENTS)

@@ -18,7 +18,8 @@ import trio
 from emelex.model._capabilities import Capabilities
 from emelex.model._errors import InvalidRequest, ModelError
 from emelex.model._events import Completed, GenerationEvent, Progress, Response, Usage
-from emelex.model._options import UNSET, ToolChoice
+from emelex.model._forced import check_forced_call, requested_choice
+from emelex.model._options import ToolChoice
 from emelex.model._request import GenerationRequest, ToolDefinition
 from emelex.model.llama._buffers import (
     BufferVerdict,
@@ -325,10 +326,7 @@ class LlamaModel:
     # -- generation -------------------------------------------------------------------------
     def _choice(self, request: GenerationRequest) -> ToolChoice:
         """The request's tool choice, else this model's default; NONE without tools."""
-        if not request.tools:
-            return ToolChoice.NONE
-        choice = request.options.tool_choice
-        return self._tool_choice if choice is UNSET else choice
+        return requested_choice(request, self._tool_choice)
 
     def _grammar(
         self, request: GenerationRequest, choice: ToolChoice, opens_reasoning: bool
@@ -385,6 +383,8 @@ class LlamaModel:
             sampling = attrs.evolve(sampling, seed=options.seed)
         reasoning = options.reasoning
         budget = getattr(reasoning, "budget_tokens", None)
+        # One family for the parser and the loop's stop strings (never inside a call).
+        family = self._format.tool_family if choice.mode != "none" else ToolCallFamily.NONE
         plan = GenerationPlan(
             prompt=rendered.text,
             sampling=sampling,
@@ -395,9 +395,10 @@ class LlamaModel:
             think=self._format.think,
             starts_in_reasoning=rendered.opens_reasoning,
             reasoning_budget=budget,
+            tool_family=family,
         )
         parser = OutputParser(
-            family=self._format.tool_family if choice.mode != "none" else ToolCallFamily.NONE,
+            family=family,
             think=self._format.think,
             in_reasoning=rendered.opens_reasoning,
         )
@@ -445,7 +446,9 @@ class LlamaModel:
                     raise ModelNotOpen(
                         f"{self._path.name} was closed while this generation waited for it"
                     ) from None
-                stream = LlamaStream(self, job, plan.abort, parser, cancellation)
+                stream = LlamaStream(
+                    self, job, plan.abort, parser, cancellation, self._choice(request)
+                )
                 try:
                     yield stream
                 finally:
@@ -476,8 +479,10 @@ class LlamaStream:
         flag: AbortFlag,
         parser: OutputParser,
         cancellation: AgentCancellation | None,
+        choice: ToolChoice = ToolChoice.AUTO,
     ) -> None:
         self._model = model
+        self._choice = choice
         self._job = job
         self._flag = flag
         self._parser = parser
@@ -568,4 +573,5 @@ class LlamaStream:
             usage,
             finish,  # type: ignore[arg-type]
         )
+        check_forced_call(self._choice, response)  # ToolCallMissing, not an empty answer
         self._ready.append(Completed(response))

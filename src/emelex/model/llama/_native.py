@@ -30,8 +30,9 @@ from emelex.model.llama._errors import (
     ModelLoadError,
 )
 from emelex.model.llama._grammar import ToolGrammar
+from emelex.model.llama._stops import CallAwareStops
 from emelex.model.llama._utf8 import Utf8Decoder
-from emelex.model.templates import ThinkMarkers
+from emelex.model.templates import ThinkMarkers, ToolCallFamily
 from emelex.runtime import WorkerJob
 
 _llama: Any
@@ -160,6 +161,8 @@ class GenerationPlan:
     think: ThinkMarkers | None = None
     starts_in_reasoning: bool = False
     reasoning_budget: int | None = None
+    #: The tool-call markup the output may hold (stop strings never fire inside a call).
+    tool_family: ToolCallFamily = ToolCallFamily.NONE
 
 
 @attrs.frozen
@@ -516,61 +519,6 @@ def reset_cache(job: WorkerJob[LoadedModel, None]) -> None:
 
 
 # -- helpers of the generation loop ---------------------------------------------------------
-class StopScanner:
-    """Finds stop strings in streamed text, holding back what could begin one."""
-
-    __slots__ = ("_held", "_longest", "_stops")
-
-    def __init__(self, stops: Sequence[str]) -> None:
-        self._stops = tuple(stops)
-        self._longest = max((len(stop) for stop in self._stops), default=0)
-        self._held = ""
-
-    def feed(self, text: str) -> tuple[str, bool]:
-        """Return (text safe to emit, whether a stop string was reached)."""
-        if not self._stops:
-            return text, False
-        buffer = self._held + text
-        hits = [index for index in (buffer.find(stop) for stop in self._stops) if index >= 0]
-        if hits:
-            first = min(hits)
-            # A longer stop string starting before this match may still complete (stops
-            # "a" and "XaX" over "Xa|X"): hold from there and decide on the next text.
-            earlier = self._unfinished_start(buffer, before=first)
-            if earlier is None:
-                self._held = ""
-                return buffer[:first], True
-            self._held = buffer[earlier:]
-            return buffer[:earlier], False
-        keep = 0
-        for size in range(min(len(buffer), self._longest - 1), 0, -1):
-            tail = buffer[-size:]
-            if any(stop.startswith(tail) for stop in self._stops):
-                keep = size
-                break
-        self._held = buffer[len(buffer) - keep :]
-        return buffer[: len(buffer) - keep], False
-
-    def _unfinished_start(self, buffer: str, *, before: int) -> int | None:
-        """The first index below ``before`` where ``buffer``'s tail is a proper prefix
-        of a stop string (one that may still complete), or None."""
-        start = max(0, len(buffer) - self._longest + 1)
-        for index in range(start, before):
-            tail = buffer[index:]
-            if any(len(stop) > len(tail) and stop.startswith(tail) for stop in self._stops):
-                return index
-        return None
-
-    def flush(self) -> tuple[str, bool]:
-        """At the end of the stream: the held text, cut at a stop string it holds (one
-        that was waiting for a longer, earlier one that never completed)."""
-        held, self._held = self._held, ""
-        hits = [index for index in (held.find(stop) for stop in self._stops) if index >= 0]
-        if hits:
-            return held[: min(hits)], True
-        return held, False
-
-
 class _ReasoningBudget:
     """Tracks reasoning in the output and says when the budget forces it closed."""
 
@@ -758,7 +706,9 @@ def _sample(
     flag = plan.abort
     context = model.context
     decoder = Utf8Decoder()
-    stops = StopScanner(plan.stop)
+    stops = CallAwareStops(
+        plan.stop, plan.tool_family, think=plan.think, in_reasoning=plan.starts_in_reasoning
+    )
     budget = (
         _ReasoningBudget(plan.think, plan.reasoning_budget, plan.starts_in_reasoning)
         if plan.think is not None and plan.reasoning_budget is not None

@@ -10,12 +10,18 @@ response is exactly the concatenation of the text deltas.
 
 Markup that turns out not to be a well-formed call (broken JSON, no name) is kept as
 answer text, so nothing the model wrote disappears.
+
+Inside a call the parser follows JSON string state: a closing tag, a call marker or a
+think tag inside a JSON string is text of an argument, not markup. Arguments about chat
+templates (docs, code, tests) hold such strings, and ending the call at the first
+``</tool_call>`` lost the whole call (issue 30).
 """
 
 from __future__ import annotations
 
 import enum
 import json
+import re
 from typing import Any, Final
 
 import attrs
@@ -29,6 +35,11 @@ _HERMES_CLOSE: Final = "</tool_call>"
 _MISTRAL_MARK: Final = "[TOOL_CALLS]"
 _MISTRAL_ARGS: Final = "[ARGS]"
 _PYTHON_TAG: Final = "<|python_tag|>"
+# What can change the scan's state: outside a string a quote or the start of a close
+# tag; inside a string a quote or an escape.
+_OUTSIDE_STRING: Final = re.compile(r'["<]')
+_INSIDE_STRING: Final = re.compile(r'["\\]')
+_CALL_CHARS: Final = frozenset("<[{")
 
 
 class _State(enum.Enum):
@@ -45,6 +56,53 @@ def _held_suffix(text: str, marker: str) -> int:
         if marker.startswith(text[-size:]):
             return size
     return 0
+
+
+class _JsonScan:
+    """Where a call body's close tag is, following JSON strings; resumable, so a long
+    call streamed in many pieces is scanned once (linear, not quadratic)."""
+
+    __slots__ = ("in_string", "offset")
+
+    def __init__(self) -> None:
+        self.offset = 0
+        self.in_string = False
+
+    def find_close(self, text: str, close: str) -> int:
+        """The index of ``close`` outside JSON strings in ``text``, or -1 (then the
+        scan resumes where it stopped, holding a possible partial tag)."""
+        position = self.offset
+        while True:
+            if self.in_string:
+                match = _INSIDE_STRING.search(text, position)
+                if match is None:
+                    self.offset = len(text)
+                    return -1
+                index = match.start()
+                if text[index] == "\\":
+                    if index + 1 >= len(text):
+                        self.offset = index  # the escaped character has not arrived
+                        return -1
+                    position = index + 2
+                    continue
+                self.in_string = False
+                position = index + 1
+                continue
+            match = _OUTSIDE_STRING.search(text, position)
+            if match is None:
+                self.offset = len(text)
+                return -1
+            index = match.start()
+            if text[index] == '"':
+                self.in_string = True
+                position = index + 1
+                continue
+            if text.startswith(close, index):
+                return index
+            if close.startswith(text[index:]):
+                self.offset = index  # maybe the start of the close tag
+                return -1
+            position = index + 1
 
 
 @attrs.frozen
@@ -110,6 +168,30 @@ class OutputParser:
         self._calls: list[ToolCall] = []
         self._events: list[TextDelta | ReasoningDelta] = []
         self._finished = False
+        self._scan = _JsonScan()
+        self._calls_entered = 0
+
+    @property
+    def in_call(self) -> bool:
+        """Whether the text fed so far ends inside tool-call markup (a call block, or
+        the trailing calls of families whose calls end the answer)."""
+        return self._state in (_State.CALL, _State.TRAILING_CALLS)
+
+    @property
+    def calls_entered(self) -> int:
+        """How many times the output entered tool-call markup so far."""
+        return self._calls_entered
+
+    def may_cross_call(self, text: str) -> bool:
+        """Whether feeding ``text`` could enter or leave tool-call markup. ``False`` is
+        certain: every marker that opens a call starts with ``<``, ``[`` or ``{`` and a
+        call block ends only at ``<``, unless part of a marker is already held."""
+        state = self._state
+        if state is _State.TRAILING_CALLS:
+            return False  # the rest of the output is calls
+        if state is _State.CALL:
+            return self._scan.offset < len(self._pending) or "<" in text
+        return bool(self._pending) or not _CALL_CHARS.isdisjoint(text)
 
     # -- emission -------------------------------------------------------------------------
     def _emit_text(self, text: str) -> None:
@@ -172,6 +254,7 @@ class OutputParser:
             if stripped.startswith(marker):
                 if marker == _PYTHON_TAG:
                     self._state = _State.TRAILING_CALLS
+                    self._calls_entered += 1
                     self._pending = stripped
                 else:
                     self._state = _State.REASONING
@@ -183,6 +266,7 @@ class OutputParser:
                 return False  # could still become the marker
         if self._family is ToolCallFamily.LLAMA3_JSON and stripped.startswith("{"):
             self._state = _State.TRAILING_CALLS
+            self._calls_entered += 1
             self._pending = stripped
             return True
         self._state = _State.TEXT
@@ -221,6 +305,8 @@ class OutputParser:
             self._emit_text(self._pending[:index])
             self._pending = self._pending[index + len(marker) :]
             self._state = _State.CALL if marker == _HERMES_OPEN else _State.TRAILING_CALLS
+            self._scan = _JsonScan()
+            self._calls_entered += 1
             return True
         keep = _held_suffix(self._pending, marker)
         self._emit_text(self._pending[: len(self._pending) - keep])
@@ -228,7 +314,7 @@ class OutputParser:
         return False
 
     def _step_call(self) -> bool:
-        index = self._pending.find(_HERMES_CLOSE)
+        index = self._scan.find_close(self._pending, _HERMES_CLOSE)
         if index < 0:
             return False
         body = self._pending[:index]
@@ -282,15 +368,29 @@ class OutputParser:
                 if not isinstance(items, list) or not items:
                     return None
                 return calls if all(add(item, ("arguments",)) for item in items) else None
-            # Newer releases: name[ARGS]{...}, each call behind its own [TOOL_CALLS].
-            for chunk in body.split(_MISTRAL_MARK):
-                name, separator, arguments = chunk.partition(_MISTRAL_ARGS)
-                if not separator or not add(
-                    {"name": name.strip(), "arguments": _loads(arguments.strip())},
-                    ("arguments",),
-                ):
+            # Newer releases: name[ARGS]{...}, each call behind its own [TOOL_CALLS]. The
+            # arguments are decoded as JSON before looking for the next marker: a marker
+            # inside an argument string is text.
+            decoder = json.JSONDecoder()
+            position = 0
+            while True:
+                name, separator, _rest = body[position:].partition(_MISTRAL_ARGS)
+                if not separator or _MISTRAL_MARK in name:
                     return None
-            return calls
+                start = position + len(name) + len(_MISTRAL_ARGS)
+                start += len(body[start:]) - len(body[start:].lstrip())
+                try:
+                    arguments, end = decoder.raw_decode(body, start)
+                except (json.JSONDecodeError, RecursionError):
+                    return None
+                if not add({"name": name.strip(), "arguments": arguments}, ("arguments",)):
+                    return None
+                rest = body[end:].lstrip()
+                if not rest:
+                    return calls
+                if not rest.startswith(_MISTRAL_MARK):
+                    return None
+                position = len(body) - len(rest) + len(_MISTRAL_MARK)
         # Llama 3: optional <|python_tag|>, then JSON objects separated by ";".
         body = text.strip()
         body = body.removeprefix(_PYTHON_TAG).strip()
@@ -299,7 +399,7 @@ class OutputParser:
         while position < len(body):
             try:
                 data, end = decoder.raw_decode(body, position)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):  # a model can nest 10^5 deep
                 return None
             if not add(data, ("parameters",)):
                 return None

@@ -21,6 +21,7 @@ from emelex.model._capabilities import Capabilities
 from emelex.model._errors import InvalidRequest
 from emelex.model._estimate import TokenCounter, count_usage, estimate_usage
 from emelex.model._events import Completed, GenerationEvent, Response
+from emelex.model._forced import check_forced_call, requested_choice
 from emelex.model._request import GenerationRequest
 from emelex.model.openai._assembly import ChunkAssembler
 from emelex.model.openai._errors import (
@@ -705,4 +706,5 @@ class OpenAIStream:
     def _complete(self, *, cancelled: bool = False) -> None:
         self._finished = True
         response = self._assembler.response(cancelled=cancelled)
+        check_forced_call(requested_choice(self._request), response)  # not an empty answer
         self._ready.append(Completed(response))

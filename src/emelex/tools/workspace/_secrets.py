@@ -9,6 +9,13 @@ Reads of a matching path need approval (the tool layer asks, this module only
 classifies); recursive operations skip matching entries unless the call was approved
 (``include_secrets=True``). The list is a heuristic meant to catch the common places
 where keys and tokens live, not a guarantee: a secret can live in any file.
+
+The list was checked (issue 30, 2026-12) against shhgit's file-name signatures
+(github.com/eth0izzle/shhgit, ``app/rules/*.yara``: keyrings, password databases, shell and
+database histories, ``hub``, Heroku, FTP/SFTP client files) and the home-directory paths of
+the usual CLIs; the entries are written here for this matcher, not taken from it. Names
+that are ordinary in source trees (``.bashrc``, ``.gitconfig``, ``*.log``, ``*.sqlite``)
+stay out: asking for every one of them would train users to approve blindly.
 """
 
 from __future__ import annotations
@@ -84,6 +91,55 @@ SECRET_RULES: tuple[SecretRule, ...] = (
     SecretRule((".vault-token",), "Vault token"),
     SecretRule(("terraform.tfstate",), "Terraform state (holds secrets)"),
     SecretRule(("*.tfvars",), "Terraform variables"),
+    # issue 30: credential files of CLIs and package managers
+    SecretRule((".config", "git", "credentials"), "git credentials"),  # XDG location
+    SecretRule((".dockercfg",), "Docker registry credentials"),  # pre-1.7 Docker file
+    SecretRule((".config", "containers", "auth.json"), "container registry credentials"),
+    SecretRule((".terraform.d", "credentials.tfrc.json"), "Terraform Cloud token"),
+    SecretRule((".terraformrc",), "Terraform CLI configuration (may hold tokens)"),
+    SecretRule(("terraform.rc",), "Terraform CLI configuration (may hold tokens)"),
+    SecretRule((".composer", "auth.json"), "Composer credentials"),
+    SecretRule((".config", "composer", "auth.json"), "Composer credentials"),
+    SecretRule((".aws", "sso", "cache"), "AWS SSO tokens"),
+    SecretRule((".aws", "cli", "cache"), "AWS temporary credentials"),
+    SecretRule((".m2", "settings-security.xml"), "Maven master password"),
+    SecretRule((".m2", "settings.xml"), "Maven settings (hold server passwords)"),
+    SecretRule((".config", "hub"), "GitHub hub token"),
+    SecretRule((".heroku",), "Heroku credentials"),
+    SecretRule((".databrickscfg",), "Databricks token"),
+    SecretRule((".oci", "config"), "Oracle Cloud credentials"),
+    SecretRule((".config", "op"), "1Password CLI"),
+    SecretRule(("master.key",), "Rails master key"),
+    SecretRule(("otr.private_key",), "OTR private key"),
+    # FTP and SFTP clients store server passwords next to the hosts
+    SecretRule(("sftp-config.json",), "SFTP credentials"),
+    SecretRule((".vscode", "sftp.json"), "SFTP credentials"),
+    SecretRule((".ftpconfig",), "FTP credentials"),
+    SecretRule((".remote-sync.json",), "FTP/SFTP credentials"),
+    # named files, not "*.xml": every XML file of a Java tree would take the slow path
+    SecretRule(("filezilla", "sitemanager.xml"), "FileZilla saved servers"),
+    SecretRule(("filezilla", "recentservers.xml"), "FileZilla saved servers"),
+    SecretRule(("filezilla", "filezilla.xml"), "FileZilla saved servers"),
+    # keyrings and password databases: whole stores of secrets
+    SecretRule((".local", "share", "keyrings"), "GNOME keyring"),
+    SecretRule(("*.keyring",), "keyring"),
+    SecretRule(("*.keychain",), "macOS keychain"),
+    SecretRule(("*.keychain-db",), "macOS keychain"),
+    SecretRule(("*.kdbx",), "KeePass database"),
+    # shell and database histories: passwords typed on command lines end up here
+    SecretRule((".bash_history",), "shell history"),
+    SecretRule((".zsh_history",), "shell history"),
+    SecretRule((".zhistory",), "shell history"),
+    SecretRule((".sh_history",), "shell history"),
+    SecretRule(("fish_history",), "shell history"),
+    SecretRule((".psql_history",), "database client history"),
+    SecretRule((".mysql_history",), "database client history"),
+    SecretRule((".sqlite_history",), "database client history"),
+    SecretRule((".rediscli_history",), "database client history"),
+    SecretRule((".dbshell",), "database client history"),  # MongoDB shell
+    SecretRule((".python_history",), "interpreter history"),
+    SecretRule((".node_repl_history",), "interpreter history"),
+    SecretRule((".irb_history",), "interpreter history"),
     # process environments: reachable only as outside paths, but never harmless
     SecretRule(("proc", "*", "environ"), "process environment"),
     SecretRule(("proc", "*", "task", "*", "environ"), "process environment"),
