@@ -639,3 +639,17 @@ async def test_a_slow_title_never_holds_the_next_turn_back(tmp_path: Path) -> No
         result = await host.execute_result(session.id, second.invocation_id)
         assert result is not None and result.status == "completed"
         assert (await host.sessions())[0].title is None  # still asking; dropped at close
+
+
+async def test_one_operation_reference_namespace_per_session(tmp_path: Path) -> None:
+    async with Host.open(tmp_path / "host", agents={"helper": agent([Say("a")])}) as host:
+        session = (await host.create_session("helper", tmp_path, operation="c")).session
+        await host.send(session.id, "one", operation="x")
+        await until_idle(host, session.id)
+        revision = (await host.history(session.id)).through
+        with pytest.raises(OperationConflict):  # a send's reference is no fork's
+            await host.fork(session.id, revision=revision, operation="x")
+        forked = await host.fork(session.id, revision=revision, operation="y")
+        assert await host.fork(session.id, revision=revision, operation="y") == forked
+        with pytest.raises(OperationConflict):  # nor a fork's a send's
+            await host.send(session.id, "two", operation="y")

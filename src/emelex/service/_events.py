@@ -24,3 +24,5 @@ MAX_REQUESTS_KEPT: Final = 64
 WORKER_STARTED: Final = "workhub.worker"
 #: The automatic title of a session (or a title failure, as a diagnostic).
 SESSION_TITLED: Final = "session.titled"
+#: A fork's operation reference, recorded in its source session's namespace.
+FORK_RECORDED: Final = "fork.recorded"

@@ -15,6 +15,7 @@ from emelex.contracts import (
     ForkReceipt,
     Position,
     from_wire,
+    to_wire,
 )
 from emelex.model import (
     Message,
@@ -25,6 +26,7 @@ from emelex.service._errors import (
     OperationConflict,
 )
 from emelex.service._events import (
+    FORK_RECORDED,
     SESSION_CREATED,
 )
 from emelex.service._rows import store_position, wire_position
@@ -36,6 +38,7 @@ from emelex.service._state import (
 from emelex.store import (
     TURN_SETTLED,
     NewEvent,
+    OperationRecord,
     SessionExists,
     turn_events,
 )
@@ -74,10 +77,15 @@ async def fork(
     }
     digest = operation_digest("fork", body)
     fork_id = fork_session_id(session_id, operation)
+    # One reference namespace per session: the source's own record of this reference
+    # (a send's, say) conflicts here, and a fork recorded there answers at once.
+    claimed = await services.find_receipt(source, operation, digest)
+    if claimed is not None:
+        return from_wire(ForkReceipt, claimed)
     if fork_id in services.registry:
         original = await services.find_receipt(services.registry.get(fork_id), operation, digest)
         if original is not None:
-            return from_wire(ForkReceipt, original)
+            return await _claimed(source, operation, digest, from_wire(ForkReceipt, original))
     if not 0 <= revision <= source.revision:
         raise ForkRefused(
             f"revision {revision} is not a revision of session {session_id}"
@@ -119,10 +127,22 @@ async def fork(
         original = await services.find_receipt(services.registry.get(fork_id), operation, digest)
         if original is None:
             raise OperationConflict(f"operation {operation!r} named another fork") from None
-        return from_wire(ForkReceipt, original)
+        return await _claimed(source, operation, digest, from_wire(ForkReceipt, original))
     newest = await services.store.last_position(fork_id)
     state.last_row = None if newest is None else wire_position(newest)
     services.registry.adopt(state)
+    return await _claimed(source, operation, digest, receipt)
+
+
+async def _claimed(
+    source: HostSession, operation: str, digest: str, receipt: ForkReceipt
+) -> ForkReceipt:
+    """Record the fork's reference in its source's namespace too (idempotent), so a later
+    send (or any other mutation) of the source with that reference conflicts."""
+    record = OperationRecord(operation, digest, json.dumps(to_wire(receipt)))
+    event = NewEvent(FORK_RECORDED, None, {"forkId": receipt.session.id, "operation": operation})
+    async with source.lock:
+        await source.commit([event], record)
     return receipt
 
 
