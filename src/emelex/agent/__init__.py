@@ -50,6 +50,7 @@ from emelex.agent._events import (
     AnswerDelta,
     ApprovalRequested,
     ApprovalResolved,
+    HookApplied,
     ModelCompleted,
     ModelProgress,
     ModelStarted,
@@ -64,6 +65,21 @@ from emelex.agent._events import (
 )
 from emelex.agent._fitting import fit_rounds
 from emelex.agent._history import validate_history
+from emelex.agent._hook_runner import HOOK_MAX_TOKENS
+from emelex.agent._hooks import (
+    FailTurn,
+    GuardrailTripped,
+    Hook,
+    HookContext,
+    HookFailed,
+    HookPoint,
+    HookRecord,
+    HookRefused,
+    RefuseCall,
+    ReplaceArguments,
+    ReplaceRequest,
+    ReplaceResult,
+)
 from emelex.agent._session import AgentSession
 from emelex.agent._tool_table import DEFAULT_TOOL_RETRIES
 from emelex.agent._turn import EventConsumer, ToolJournal, current_turn
@@ -125,6 +141,20 @@ __all__ = [
     "DenyAll",
     "EventConsumer",
     "EventConsumerError",
+    "FailTurn",
+    "GuardrailTripped",
+    "HOOK_MAX_TOKENS",
+    "Hook",
+    "HookApplied",
+    "HookContext",
+    "HookFailed",
+    "HookPoint",
+    "HookRecord",
+    "HookRefused",
+    "RefuseCall",
+    "ReplaceArguments",
+    "ReplaceRequest",
+    "ReplaceResult",
     "InvalidHistory",
     "InvalidToolDeclaration",
     "InvalidTurnOptions",
