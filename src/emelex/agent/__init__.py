@@ -64,6 +64,14 @@ from emelex.agent._events import (
     TurnStarted,
 )
 from emelex.agent._fitting import fit_rounds
+from emelex.agent._guardrails import (
+    GuardrailResult,
+    Guardrails,
+    InputGuardrail,
+    ModelJudge,
+    OutputGuardrail,
+    ToolGuardrail,
+)
 from emelex.agent._history import validate_history
 from emelex.agent._hook_runner import HOOK_MAX_TOKENS
 from emelex.agent._hooks import (
@@ -142,7 +150,13 @@ __all__ = [
     "EventConsumer",
     "EventConsumerError",
     "FailTurn",
+    "GuardrailResult",
     "GuardrailTripped",
+    "Guardrails",
+    "InputGuardrail",
+    "ModelJudge",
+    "OutputGuardrail",
+    "ToolGuardrail",
     "HOOK_MAX_TOKENS",
     "Hook",
     "HookApplied",
