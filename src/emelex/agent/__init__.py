@@ -4,6 +4,7 @@ from emelex._facade import fix_module_names
 from emelex.agent._approval import (
     ApprovalContext,
     ApprovalDecision,
+    ApprovalLink,
     ApprovalPolicy,
     Approve,
     Deny,
@@ -137,6 +138,7 @@ __all__ = [
     "ApprovalContext",
     "ApprovalDecision",
     "ApprovalFailed",
+    "ApprovalLink",
     "ApprovalPolicy",
     "ApprovalRequested",
     "ApprovalResolved",

@@ -68,12 +68,14 @@ from emelex.app._errors import (
     InvalidCapability,
     InvalidCapabilityConfig,
     InvalidFile,
+    InvalidHook,
     InvalidMcpServer,
     InvalidOutputType,
     InvalidPackage,
     InvalidPlugin,
     InvalidPolicy,
     InvalidSkill,
+    InvalidSubAgent,
     InvalidTaskList,
     InvalidToolSchema,
     InvalidWorkspaceRoot,
@@ -87,6 +89,7 @@ from emelex.app._errors import (
     ShellNotAllowed,
     SkillTooLarge,
     StreamNotOpen,
+    SubAgentTooWide,
     UnboundModelError,
     UnresolvedCapability,
     UsageBudgetExhausted,
@@ -126,6 +129,7 @@ from emelex.app._skill import (
     SkillFile,
 )
 from emelex.app._stream import TextStream
+from emelex.app._subagent import SubAgentTool, SubAgentTranscript, TranscriptBook
 from emelex.app._sync import run_sync
 from emelex.app._tasks import (
     MAX_TASK_BYTES,
@@ -276,6 +280,12 @@ __all__ = [
     "UnresolvedCapability",
     "UsageBudgetExhausted",
     "WorkspaceConflict",
+    "InvalidHook",
+    "InvalidSubAgent",
+    "SubAgentTooWide",
+    "SubAgentTool",
+    "SubAgentTranscript",
+    "TranscriptBook",
 ]
 
 # Agent methods that build on later app modules (see app/_agent.APP_HOOKS).

@@ -10,7 +10,18 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import attrs
 
-from emelex.agent import DEFAULT_MAX_RETRIES, AgentTurn, ApprovalPolicy, check_max_retries
+from emelex.agent import (
+    DEFAULT_MAX_RETRIES,
+    AgentTurn,
+    ApprovalPolicy,
+    Guardrails,
+    Hook,
+    InputGuardrail,
+    OutputGuardrail,
+    ToolCancellationPolicy,
+    ToolGuardrail,
+    check_max_retries,
+)
 from emelex.app._capabilities import (
     BUILTIN_TOOLS,
     BuiltinCapability,
@@ -30,6 +41,7 @@ from emelex.app._errors import (
     InvalidApprover,
     InvalidCapability,
     InvalidFile,
+    InvalidHook,
     InvalidMcpServer,
     InvalidPlugin,
     InvalidSkill,
@@ -49,6 +61,7 @@ from emelex.tools.workspace import PathRejected, split_path
 
 if TYPE_CHECKING:
     from emelex.app._harness import Harness
+    from emelex.app._subagent import SubAgentTool
 
 T = TypeVar("T")
 
@@ -166,6 +179,8 @@ class Agent:
     #: Rounds of a turn in which the model may get corrections (invalid arguments,
     #: ``RetryWithFeedback``); see ``docs/app/retries.md``.
     max_retries: int = DEFAULT_MAX_RETRIES
+    #: Lifecycle hooks of every session (guardrails last, as one :class:`Guardrails`).
+    hooks: tuple[Hook, ...] = ()
 
     @staticmethod
     def builder() -> AgentBuilder:
@@ -226,6 +241,32 @@ class Agent:
         )
         return turn
 
+    def as_tool(
+        self,
+        *,
+        name: str,
+        description: str,
+        harness: Harness | None = None,
+        max_rounds: int | None = None,
+        timeout: float | None = None,
+        cancellation_policy: ToolCancellationPolicy = ToolCancellationPolicy.FINISH_ONCE_STARTED,
+    ) -> SubAgentTool:
+        """This agent as a tool of another (a sub-agent): each call runs one turn of it
+        on the call's ``task``, within the parent session's authority, approvals and
+        budget. See :class:`~emelex.app.SubAgentTool`; raises
+        :class:`~emelex.app.InvalidSubAgent`."""
+        from emelex.app._subagent import SubAgentTool
+
+        return SubAgentTool(
+            self,
+            name=name,
+            description=description,
+            harness=harness,
+            max_rounds=max_rounds,
+            timeout=timeout,
+            cancellation_policy=cancellation_policy,
+        )
+
     def capability(self, capability_id: str) -> Capability | None:
         return next((c for c in self.capabilities if c.id == capability_id), None)
 
@@ -260,6 +301,8 @@ class AgentBuilder:
         self._output_type: Any = None
         self._output_retries: Any = DEFAULT_OUTPUT_RETRIES
         self._max_retries = DEFAULT_MAX_RETRIES
+        self._hooks: list[Any] = []
+        self._guardrails: dict[str, list[Any]] = {"input": [], "output": [], "tool": []}
 
     def name(self, name: str) -> AgentBuilder:
         self._name = name
@@ -292,6 +335,27 @@ class AgentBuilder:
 
     def tools(self, tools: Iterable[AgentTool]) -> AgentBuilder:
         self._tools.extend(tools)
+        return self
+
+    def hook(self, hook: Hook) -> AgentBuilder:
+        """A lifecycle hook of every session, run in the order added (see
+        :class:`~emelex.agent.Hook`)."""
+        self._hooks.append(hook)
+        return self
+
+    def input_guardrail(self, guardrail: InputGuardrail) -> AgentBuilder:
+        """Check each turn's user message before the first model request."""
+        self._guardrails["input"].append(guardrail)
+        return self
+
+    def output_guardrail(self, guardrail: OutputGuardrail) -> AgentBuilder:
+        """Check each turn's final answer before it commits."""
+        self._guardrails["output"].append(guardrail)
+        return self
+
+    def tool_guardrail(self, guardrail: ToolGuardrail) -> AgentBuilder:
+        """Check each tool call before approval and its result before the model."""
+        self._guardrails["tool"].append(guardrail)
         return self
 
     def approver(self, approver: ApprovalPolicy) -> AgentBuilder:
@@ -422,7 +486,20 @@ class AgentBuilder:
             output_type=self._output_type,
             output_retries=retries,
             max_retries=self._max_retries,
+            hooks=self._check_hooks(),
         )
+
+    def _check_hooks(self) -> tuple[Hook, ...]:
+        for hook in self._hooks:
+            if not isinstance(hook, Hook):
+                raise InvalidHook(f"{hook!r} is not a Hook (subclass emelex.agent.Hook)")
+        hooks = list(self._hooks)
+        if any(self._guardrails.values()):
+            try:
+                hooks.append(Guardrails(**self._guardrails))
+            except TypeError as exc:
+                raise InvalidHook(str(exc)) from exc
+        return tuple(hooks)
 
     def _check_tools(self) -> list[AgentTool]:
         seen: set[str] = set()

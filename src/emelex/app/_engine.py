@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import pathlib
-import shutil
-import stat
-import tempfile
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, final, overload
 
@@ -16,8 +12,8 @@ import trio
 
 from emelex._facade import NoPublicConstructor
 from emelex._ids import new_id
-from emelex.agent import AgentSession, AgentTurn, DenyAll, InvalidWorkspace, SessionClosed
-from emelex.app._agent import Agent, SeedFile, check_tool, tool_gated
+from emelex.agent import AgentSession, AgentTurn, DenyAll, SessionClosed
+from emelex.app._agent import Agent, check_tool, tool_gated
 from emelex.app._budget import (
     BUDGET_SECTION,
     BudgetedModel,
@@ -46,7 +42,13 @@ from emelex.app._inspect import SessionContext, next_request
 from emelex.app._integration import Contribution, Integration, IntegrationRequest
 from emelex.app._output import OutputSpec, TypedTurn, check_retries, run_typed_turn
 from emelex.app._policy import WORKSPACE_VIEW, HiddenPaths
+from emelex.app._private_workspace import (
+    make_private_workspace as _make_private_workspace,
+)
+from emelex.app._private_workspace import open_workspace as _open_workspace
+from emelex.app._private_workspace import remove_tree as _remove_tree
 from emelex.app._skill import load_skill_tool
+from emelex.app._subagent import TranscriptBook, bind_subagents
 from emelex.app._tasks import (
     TASKS_SECTION,
     ReadTasksTool,
@@ -58,60 +60,13 @@ from emelex.app._tasks import (
 from emelex.model import AgentModel, Client, GenerationOptions, Message
 from emelex.runtime import AgentCancellation, run_in_worker
 from emelex.tools import AgentTool, BuiltinSettings
-from emelex.tools.workspace import Workspace, WorkspaceError
+from emelex.tools.workspace import Workspace
 
 if TYPE_CHECKING:
     from emelex.agent import ToolJournal
     from emelex.app._stream import TextStream
 
 T = TypeVar("T")
-
-# -- integrations (MCP servers, plugins, ...) --------------------------------------------
-
-
-# -- the private workspace ---------------------------------------------------------------
-
-
-def _make_private_workspace(name: str, files: Sequence[SeedFile]) -> str:
-    root = tempfile.mkdtemp(prefix=f"emelex-{name}-")
-    try:
-        for seeded in files:
-            path = os.path.join(root, *seeded.parts)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-            with os.fdopen(descriptor, "wb") as handle:
-                handle.write(seeded.content)
-            if seeded.readonly:
-                os.chmod(path, 0o444)
-    except BaseException:
-        _remove_tree(root)
-        raise
-    return root
-
-
-def _remove_tree(root: str) -> None:
-    def retry(function: Callable[..., Any], path: str, _info: Any) -> None:
-        # A directory the agent made unwritable: make it writable and try again.
-        try:
-            os.chmod(os.path.dirname(path), stat.S_IRWXU)
-            if os.path.isdir(path) and not os.path.islink(path):
-                os.chmod(path, stat.S_IRWXU)
-            function(path)
-        except OSError:
-            pass
-
-    shutil.rmtree(root, onerror=retry)
-
-
-def _open_workspace(
-    root: str, *, hidden: HiddenPaths | None = None, view: str | None = None
-) -> Workspace:
-    try:
-        return Workspace.open(root, hidden=hidden, view=view)
-    except WorkspaceError as exc:
-        # What the standalone builder raises for a root it cannot open.
-        raise InvalidWorkspace(f"cannot open workspace {root!r}: {exc}") from exc
-
 
 # -- assembly ----------------------------------------------------------------------------
 
@@ -244,6 +199,7 @@ class SessionStarter:
             if harness.context_budget is not None or harness.usage_budget is not None:
                 meter = BudgetMeter(harness.usage_budget, harness.context_budget)
             self._assemble(assembly, builtins, workspace, board, meter)
+            book = bind_subagents(assembly, self._engine, agent, root, meter)
             model: AgentModel = GatedModel(agent.client.model, hub)
             if meter is not None:
                 # A refused call never reaches the model, and the model (and inspect())
@@ -267,6 +223,7 @@ class SessionStarter:
                 .history(history)
                 .tool_journal(self._journal)
                 .max_retries(agent.max_retries)
+                .hooks(agent.hooks)
             )
             agent_session = builder.build()
             if board is not None:
@@ -291,6 +248,7 @@ class SessionStarter:
             closers=assembly.closers,
             warnings=[w for _, c in self._contributions for w in c.warnings],
             meter=meter,
+            transcripts=book,
         )
         self._engine._sessions.append(session)
         return session
@@ -422,7 +380,10 @@ class Session(trio.abc.AsyncResource, metaclass=NoPublicConstructor):
         closers: Sequence[Callable[[], Awaitable[None]]],
         warnings: Sequence[str] = (),
         meter: BudgetMeter | None = None,
+        transcripts: TranscriptBook | None = None,
     ) -> None:
+        #: Transcripts of this session's sub-agent calls, by the parent's call id.
+        self.transcripts = transcripts if transcripts is not None else TranscriptBook()
         self._engine = engine
         self.agent = agent
         self.harness = harness
