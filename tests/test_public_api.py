@@ -73,6 +73,10 @@ EXPECTED: dict[str, set[str]] = {
         "tool",
     },
     "emelex.agent": {
+        "run_nested_turn",
+        "ChainedApproval",
+        "NestedOutcome",
+        "NestedTurn",
         "AUTHORITY_VERSION",
         "AgentAuthoritySnapshot",
         "AgentCancellation",

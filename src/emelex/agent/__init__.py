@@ -7,6 +7,7 @@ from emelex.agent._approval import (
     ApprovalLink,
     ApprovalPolicy,
     Approve,
+    ChainedApproval,
     Deny,
     DenyAll,
 )
@@ -89,6 +90,7 @@ from emelex.agent._hooks import (
     ReplaceRequest,
     ReplaceResult,
 )
+from emelex.agent._nested import NestedOutcome, NestedTurn, run_nested_turn
 from emelex.agent._session import AgentSession
 from emelex.agent._tool_table import DEFAULT_TOOL_RETRIES
 from emelex.agent._turn import EventConsumer, ToolJournal, current_turn
@@ -118,6 +120,10 @@ __all__ = [
     "fit_rounds",
     "current_turn",
     "check_max_retries",
+    "run_nested_turn",
+    "ChainedApproval",
+    "NestedOutcome",
+    "NestedTurn",
     "AUTHORITY_VERSION",
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_MAX_ROUNDS",

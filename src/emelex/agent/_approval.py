@@ -72,3 +72,16 @@ class DenyAll:
 
     async def decide(self, context: ApprovalContext) -> ApprovalDecision:
         return Deny("no approval policy is configured (the default denies every call)")
+
+
+class ChainedApproval:
+    """Asks ``parent`` with ``link`` put in front of each context's chain: how a child
+    session's approvals reach the policy of the session that delegated to it."""
+
+    def __init__(self, parent: ApprovalPolicy, link: ApprovalLink) -> None:
+        self.parent = parent
+        self.link = link
+
+    async def decide(self, context: ApprovalContext) -> ApprovalDecision:
+        chained = attrs.evolve(context, chain=(self.link, *context.chain))
+        return await self.parent.decide(chained)

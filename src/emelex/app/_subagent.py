@@ -19,22 +19,22 @@ from __future__ import annotations
 
 import pathlib
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import trio
 
 from emelex.agent import (
     AgentCancellation,
-    AgentError,
-    ApprovalContext,
-    ApprovalDecision,
+    AgentTurn,
     ApprovalLink,
-    ApprovalPolicy,
+    ChainedApproval,
     DenyAll,
+    NestedOutcome,
+    NestedTurn,
     ToolCancellationPolicy,
     ToolInvocation,
     ToolOutput,
+    run_nested_turn,
 )
 from emelex.app._errors import InvalidSubAgent, SubAgentTooWide
 from emelex.app._policy import WorkspacePolicy
@@ -44,10 +44,9 @@ from emelex.tools import tool_name_problem
 if TYPE_CHECKING:
     from emelex.app._agent import Agent
     from emelex.app._budget import BudgetMeter
-    from emelex.app._engine import Engine
+    from emelex.app._engine import Engine, Session
     from emelex.app._harness import Harness
 
-Outcome = Literal["completed", "failed", "cancelled", "timed_out"]
 
 _SCHEMA = {
     "type": "object",
@@ -70,7 +69,7 @@ class SubAgentTranscript:
     session_id: str
     messages: tuple[Message, ...]
     usage: Usage
-    outcome: Outcome
+    outcome: NestedOutcome
     error: str | None = None
 
 
@@ -104,18 +103,6 @@ class ParentBinding:
     tool_names: frozenset[str]
     book: TranscriptBook
     meter: BudgetMeter | None = None
-
-
-class ChainedApproval:
-    """Asks ``parent`` with the delegating ``link`` put in front of the chain."""
-
-    def __init__(self, parent: ApprovalPolicy, link: ApprovalLink) -> None:
-        self._parent = parent
-        self._link = link
-
-    async def decide(self, context: ApprovalContext) -> ApprovalDecision:
-        chained = attrs.evolve(context, chain=(self._link, *context.chain))
-        return await self._parent.decide(chained)
 
 
 def narrower(parent: WorkspacePolicy, child: WorkspacePolicy) -> WorkspacePolicy:
@@ -240,29 +227,18 @@ class SubAgentTool:
         )
 
     async def _run(
-        self, session: Any, invocation: ToolInvocation, parent: ParentBinding
+        self, session: Session, invocation: ToolInvocation, parent: ParentBinding
     ) -> ToolOutput:
         task = str(invocation.arguments.get("task", ""))
-        cancellation = AgentCancellation()
-        remove = invocation.cancellation.add_callback(cancellation.cancel)
-        outcome: Outcome = "completed"
-        error: str | None = None
-        text = ""
-        usage = Usage()
+
+        async def run(cancellation: AgentCancellation) -> AgentTurn:
+            turn: AgentTurn = await session.send_and_wait(task, cancellation=cancellation)
+            return turn
+
+        nested = NestedTurn("cancelled")  # what a cancelled caller scope leaves
         try:
-            with trio.move_on_after(
-                self.timeout if self.timeout is not None else float("inf")
-            ) as timer:
-                try:
-                    turn = await session.send_and_wait(task, cancellation=cancellation)
-                    text, usage = turn.response.text, turn.usage
-                except AgentError as exc:
-                    outcome = "cancelled" if cancellation.cancelled else "failed"
-                    error = f"{type(exc).__name__}: {exc}"
-            if timer.cancelled_caught:
-                outcome, error = "timed_out", f"the sub-agent ran past its {self.timeout} s"
+            nested = await run_nested_turn(run, invocation, time_limit=self.timeout)
         finally:
-            remove()
             parent.book.add(
                 SubAgentTranscript(
                     invocation.call.id,
@@ -271,15 +247,15 @@ class SubAgentTool:
                     session.agent.name,
                     session.session_id,
                     session.history,
-                    usage,
-                    outcome,
-                    error,
+                    nested.turn.usage if nested.turn is not None else Usage(),
+                    nested.outcome,
+                    None if nested.error is None else str(nested.error),
                 )
             )
         link = f"[sub-agent {session.agent.name!r}, session {session.session_id}]"
-        if outcome != "completed":
-            return ToolOutput.error(f"sub-agent {outcome.replace('_', ' ')}: {error}\n{link}")
-        return ToolOutput(f"{text}\n\n{link}")
+        if nested.turn is None:
+            return ToolOutput.error(f"{nested.describe()}\n{link}")
+        return ToolOutput(f"{nested.turn.response.text}\n\n{link}")
 
 
 def _check(
