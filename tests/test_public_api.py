@@ -778,6 +778,7 @@ EXPECTED: dict[str, set[str]] = {
         "redact_dsn",
     },
     "emelex.testing": {
+        "ScriptedSubAgent",
         "ApproveAll",
         "Call",
         "ContractOptionsError",

@@ -33,6 +33,7 @@ from emelex.testing._scripted import (
     Think,
     Wait,
 )
+from emelex.testing._subagent import ScriptedSubAgent
 from emelex.testing._tools import ApproveAll, ScriptedApprovals, ScriptedTool
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     # tools and approvals
     "ApproveAll",
     "ScriptedApprovals",
+    "ScriptedSubAgent",
     "ScriptedTool",
     "ToolBehaviourError",
     # scripted model
