@@ -192,10 +192,11 @@ class Agent:
         *,
         bindings: Mapping[str, Client | AgentModel] | None = None,
         approver: ApprovalPolicy | None = None,
+        modules: Sequence[str] = (),
     ) -> Agent:
         """The agent of the package at ``path`` (see :func:`emelex.app.load_agent`;
         :func:`emelex.app.load_package` also keeps the package's metadata)."""
-        return APP_HOOKS.load(path, bindings=bindings, approver=approver)
+        return APP_HOOKS.load(path, bindings=bindings, approver=approver, modules=modules)
 
     def export(self, path: str | os.PathLike[str]) -> None:
         """Write this agent as a package at ``path`` (see :func:`emelex.app.export_agent`,

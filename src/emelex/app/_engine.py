@@ -13,7 +13,8 @@ import trio
 from emelex._facade import NoPublicConstructor
 from emelex._ids import new_id
 from emelex.agent import AgentSession, AgentTurn, DenyAll, SessionClosed
-from emelex.app._agent import Agent, check_tool, tool_gated
+from emelex.app._agent import Agent, tool_gated
+from emelex.app._assembly import Assembly
 from emelex.app._budget import (
     BUDGET_SECTION,
     BudgetedModel,
@@ -32,13 +33,12 @@ from emelex.app._errors import (
     ApproverRequired,
     DuplicateCapability,
     IntegrationMissing,
-    NameCollision,
     SessionNotStarted,
     UnresolvedCapability,
 )
 from emelex.app._events import DEFAULT_EVENT_BUFFER, EventHub, EventStream, GatedModel, GatedTool
 from emelex.app._harness import Harness, skills_section
-from emelex.app._inspect import SessionContext, next_request
+from emelex.app._inspect import SessionContext, composition, next_request
 from emelex.app._integration import Contribution, Integration, IntegrationRequest
 from emelex.app._output import OutputSpec, TypedTurn, check_retries, run_typed_turn
 from emelex.app._policy import WORKSPACE_VIEW, HiddenPaths
@@ -59,7 +59,6 @@ from emelex.app._tasks import (
 )
 from emelex.model import AgentModel, Client, GenerationOptions, Message
 from emelex.runtime import AgentCancellation, run_in_worker
-from emelex.tools import AgentTool, BuiltinSettings
 from emelex.tools.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -67,35 +66,6 @@ if TYPE_CHECKING:
     from emelex.app._stream import TextStream
 
 T = TypeVar("T")
-
-# -- assembly ----------------------------------------------------------------------------
-
-
-@attrs.define
-class _Assembly:
-    """Everything a session is built from, collected before the AgentSession."""
-
-    tools: list[AgentTool] = attrs.Factory(list)
-    #: The built-in tools, ahead of ``tools`` (the session's declaration order).
-    builtins: list[AgentTool] = attrs.Factory(list)
-    settings: BuiltinSettings = attrs.Factory(
-        lambda: BuiltinSettings(file_tools=False, shell=False)
-    )
-    owners: dict[str, str] = attrs.Factory(dict)
-    prompt: list[str] = attrs.Factory(list)
-    closers: list[Callable[[], Awaitable[None]]] = attrs.Factory(list)
-    handled: set[str] = attrs.Factory(set)
-
-    def add(self, tool: AgentTool, source: str, *, builtin: bool = False) -> None:
-        name = check_tool(tool, source)
-        if name in self.owners:
-            raise NameCollision(f"tool {name!r} is provided by {self.owners[name]} and {source}")
-        self.owners[name] = source
-        (self.builtins if builtin else self.tools).append(tool)
-
-    @property
-    def all_tools(self) -> list[AgentTool]:
-        return [*self.builtins, *self.tools]
 
 
 class SessionStarter:
@@ -173,7 +143,7 @@ class SessionStarter:
         hub = EventHub(self._buffer)
         temporary: str | None = None
         workspace: Workspace | None = None
-        assembly = _Assembly()
+        assembly = Assembly()
         try:
             if agent.workspace is not None:
                 root = str(agent.workspace)
@@ -254,7 +224,7 @@ class SessionStarter:
         return session
 
     async def _integrate(
-        self, agent: Agent, session_id: str, root: pathlib.Path, assembly: _Assembly
+        self, agent: Agent, session_id: str, root: pathlib.Path, assembly: Assembly
     ) -> None:
         request = IntegrationRequest(agent, session_id, root)
         contributions: list[tuple[str, Contribution]] = []
@@ -300,7 +270,7 @@ class SessionStarter:
 
     def _assemble(
         self,
-        assembly: _Assembly,
+        assembly: Assembly,
         builtins: frozenset[str],
         ws: Workspace,
         board: TaskBoard | None,
@@ -351,7 +321,7 @@ class SessionStarter:
                 )
 
     @staticmethod
-    def _add_package(assembly: _Assembly, package: CapabilityPackage) -> None:
+    def _add_package(assembly: Assembly, package: CapabilityPackage) -> None:
         if package.prompt:
             assembly.prompt.append(package.prompt)
         for tool in package.tools:
@@ -573,7 +543,8 @@ class Session(trio.abc.AsyncResource, metaclass=NoPublicConstructor):
             # message is protected), so what is shown is what would be sent.
             request = self._meter.fit(request)
         messages = request.messages if text is not None else request.messages[:-1]
-        return SessionContext(messages, request.tools, request.options, self.warnings)
+        parts = composition(self.agent)
+        return SessionContext(messages, request.tools, request.options, self.warnings, **parts)
 
     async def aclose(self) -> None:
         """Close the session (idempotent): end event streams, release the workspace,

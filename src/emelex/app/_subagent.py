@@ -43,6 +43,7 @@ from emelex.tools import tool_name_problem
 
 if TYPE_CHECKING:
     from emelex.app._agent import Agent
+    from emelex.app._assembly import Assembly
     from emelex.app._budget import BudgetMeter
     from emelex.app._engine import Engine, Session
     from emelex.app._harness import Harness
@@ -285,7 +286,7 @@ def _check(
 
 
 def bind_subagents(
-    assembly: Any, engine: Engine, agent: Agent, root: str, meter: BudgetMeter | None
+    assembly: Assembly, engine: Engine, agent: Agent, root: str, meter: BudgetMeter | None
 ) -> TranscriptBook:
     """Bind every :class:`SubAgentTool` of a parent session's assembled tools to that
     session (whose tool names are all assembled by now); returns its transcript book."""
