@@ -183,7 +183,9 @@ async def test_a_replaced_result_is_what_history_and_the_model_get(make_builder:
     assert tool_texts(turn.messages) == ["contents of a: token=[redacted]"]
     assert "sk-123" not in repr(model.requests[1].messages)
     assert [r.point for r in turn.hooks] == ["after_tool_result"]
-    assert turn.hooks[0].before.text == "contents of a: token=sk-123"
+    # The record proves a replacement without keeping the secret it removed.
+    assert turn.hooks[0].before.startswith("sha256:") and "sk-123" not in repr(turn.hooks)
+    assert turn.hooks[0].after == ToolOutput("contents of a: token=[redacted]")
 
 
 async def test_a_cancelled_turn_withholds_a_result_its_hooks_did_not_review(

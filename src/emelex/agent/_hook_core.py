@@ -3,6 +3,7 @@ only as a value that would have passed had the model proposed it."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 
 from emelex.agent._arguments import json_problem
@@ -66,10 +67,18 @@ def checked_arguments(
     return arguments
 
 
+def result_digest(output: ToolOutput) -> str:
+    """What a hook record keeps of a replaced result: its size and a SHA-256 of its
+    content's text, enough to tell results apart, never the content."""
+    text = output.text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"sha256:{digest} ({len(text):,} chars{', error' if output.is_error else ''})"
+
+
 def checked_output(hook: str, new: object) -> ToolOutput:
     if not isinstance(new, ToolOutput):
         raise HookFailed(f"hook {hook!r} replaced a tool result with {type(new).__name__}")
     return new
 
 
-__all__ = ["checked_arguments", "checked_output", "checked_request"]
+__all__ = ["checked_arguments", "checked_output", "checked_request", "result_digest"]

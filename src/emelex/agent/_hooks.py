@@ -153,7 +153,8 @@ def overrides(hook: Hook, point: HookPoint) -> bool:
 class HookRecord:
     """A change a hook made, kept on the turn (:attr:`AgentTurn.hooks`) so a replay
     shows what the model actually saw. Committed messages already carry the final
-    arguments and results; a replaced request is kept here whole (``after``)."""
+    arguments and results; a replaced request is kept here whole (``after``). Of a
+    replaced tool result, ``before`` is only a digest (see ``result_digest``)."""
 
     point: HookPoint
     hook: str

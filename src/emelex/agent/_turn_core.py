@@ -63,7 +63,12 @@ from emelex.agent._events import (
     TurnCompleted,
     TurnStarted,
 )
-from emelex.agent._hook_core import checked_arguments, checked_output, checked_request
+from emelex.agent._hook_core import (
+    checked_arguments,
+    checked_output,
+    checked_request,
+    result_digest,
+)
 from emelex.agent._hooks import HookPoint, HookRecord
 from emelex.agent._tool_table import RegisteredTool, ToolTable
 from emelex.agent._video import refuse_video
@@ -589,11 +594,14 @@ class TurnCore:
     def replace_result(
         self, call_id: str, hook: str, output: ToolOutput, new: object
     ) -> tuple[ToolOutput, list[AgentEvent]]:
-        """``new`` in place of ``output`` (a ToolOutput; raises HookFailed otherwise)."""
+        """``new`` in place of ``output`` (a ToolOutput; raises HookFailed otherwise).
+        The record keeps only a digest of ``output``: a result a hook replaced (a
+        redacted secret) must not live on where the model's history goes."""
         self._expect(TurnPhase.TOOLS)
         self._find(call_id)
         checked = checked_output(hook, new)
-        return checked, self._record("after_tool_result", hook, call_id, output, checked)
+        before = result_digest(output)
+        return checked, self._record("after_tool_result", hook, call_id, before, checked)
 
     def refuse_call(self, call_id: str, hook: str, reason: str) -> list[AgentEvent]:
         """Answer the call with an error result naming ``reason``; it never runs."""
