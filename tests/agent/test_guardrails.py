@@ -7,9 +7,12 @@ from collections.abc import Callable
 
 import attrs
 import pytest
+import trio
+import trio.testing
 
 from emelex import EmelexError
 from emelex.agent import (
+    AgentCancellation,
     AgentError,
     AgentSessionBuilder,
     GuardrailResult,
@@ -17,14 +20,24 @@ from emelex.agent import (
     GuardrailTripped,
     HookContext,
     HookFailed,
+    HookPoint,
     HookRefused,
     ModelJudge,
     ToolOutput,
+    TurnCancelled,
 )
 from emelex.model import Message, Response, ToolCall, ToolDefinition
 from emelex.testing import Call, Say, ScriptedModel, ScriptedTool
 
 Make = Callable[..., AgentSessionBuilder]
+
+POINTS: tuple[HookPoint, ...] = (
+    "before_model_request",
+    "after_model_response",
+    "before_tool_call",
+    "after_tool_result",
+    "before_commit",
+)
 
 
 @attrs.define
@@ -172,3 +185,31 @@ async def test_a_passing_judge_lets_the_turn_commit(make_builder: Make) -> None:
         turn = await session.run("hi")
     assert turn.response.text == "hello there"
     assert model.calls_made == 3
+
+
+async def test_only_an_output_guardrail_never_withholds_a_tool_result(
+    make_builder: Make, autojump_clock: trio.testing.MockClock
+) -> None:
+    # No tool guardrail reviews results, so a cancelled turn keeps the tool's result.
+    tool = ScriptedTool("t", duration=10)
+    model = ScriptedModel([[Call("t", {})], [Say("never")]])
+    cancellation = AgentCancellation()
+    builder = make_builder(model).tool(tool).hook(Guardrails(output=[Words(("x",))]))
+    with builder.build() as session:
+        async with trio.open_nursery() as nursery:
+
+            async def cancel() -> None:
+                await trio.sleep(5)
+                cancellation.cancel()
+
+            nursery.start_soon(cancel)
+            with pytest.raises(TurnCancelled):
+                await session.run("go", cancellation=cancellation)
+        assert [m.text for m in session.history if m.role == "tool"] == ["t done"]
+
+
+def test_guardrails_run_only_where_they_have_checks() -> None:
+    hook = Guardrails(output=[Words(("x",))])
+    assert [p for p in POINTS if hook.runs_at(p)] == ["before_commit"]
+    hook = Guardrails(tool=[Words(("x",))])
+    assert [p for p in POINTS if hook.runs_at(p)] == ["before_tool_call", "after_tool_result"]

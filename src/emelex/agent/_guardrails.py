@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from emelex.agent._errors import GuardrailTripped
-from emelex.agent._hooks import Hook, HookContext
+from emelex.agent._hooks import Hook, HookContext, HookPoint
 from emelex.model import (
     GenerationOptions,
     GenerationRequest,
@@ -109,6 +109,15 @@ class Guardrails(Hook):
             for guardrail in kinds:
                 if not isinstance(guardrail, protocol):
                     raise TypeError(f"{guardrail!r} is not an {protocol.__name__}")
+
+    def runs_at(self, point: HookPoint) -> bool:
+        kinds = {
+            "before_model_request": self.input,
+            "before_tool_call": self.tool,
+            "after_tool_result": self.tool,
+            "before_commit": self.output,
+        }
+        return bool(kinds.get(point))
 
     async def before_model_request(self, ctx: HookContext, request: GenerationRequest) -> None:
         if ctx.round != 1 or not self.input:

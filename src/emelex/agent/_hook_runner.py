@@ -26,7 +26,6 @@ from emelex.agent._hooks import (
     ReplaceRequest,
     ReplaceResult,
     check_decision,
-    overrides,
 )
 from emelex.agent._turn_core import PlannedCall, TurnCore
 from emelex.model import GenerationRequest
@@ -59,7 +58,7 @@ class HookRunner:
             "after_tool_result",
             "before_commit",
         )
-        self._points = {p: tuple(h for h in hooks if overrides(h, p)) for p in points}
+        self._points = {p: tuple(h for h in hooks if h.runs_at(p)) for p in points}
 
     def has(self, point: HookPoint) -> bool:
         return bool(self._points[point])

@@ -118,6 +118,12 @@ class Hook:
     def name(self) -> str:
         return type(self).__name__
 
+    def runs_at(self, point: HookPoint) -> bool:
+        """Whether this hook runs at ``point``: by default, when its class overrides
+        the method. The session asks once, when it is built; a point no hook runs at
+        costs nothing (and a result no hook reviews is never withheld)."""
+        return overrides(self, point)
+
     async def before_model_request(
         self, ctx: HookContext, request: GenerationRequest
     ) -> RequestDecision:
