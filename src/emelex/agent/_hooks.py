@@ -45,11 +45,15 @@ class ReplaceRequest:
     request: GenerationRequest
 
 
+def _copy(value: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(value)
+
+
 @attrs.frozen
 class ReplaceArguments:
     """Run the call with ``arguments`` instead (``before_tool_call``)."""
 
-    arguments: Mapping[str, Any] = attrs.field(converter=dict)
+    arguments: Mapping[str, Any] = attrs.field(converter=_copy)
 
 
 @attrs.frozen

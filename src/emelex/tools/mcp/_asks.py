@@ -30,12 +30,16 @@ class ElicitationRequest:
     schema: Mapping[str, Any]
 
 
+def _copy(value: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(value)
+
+
 @attrs.frozen
 class ElicitAccept:
     """Answer with ``content`` (checked against the request's schema before it is
     sent; an answer that does not fit is sent as ``cancel``)."""
 
-    content: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
+    content: Mapping[str, Any] = attrs.field(factory=dict, converter=_copy)
 
 
 @attrs.frozen
