@@ -184,6 +184,7 @@ EXPECTED: dict[str, set[str]] = {
         "runs_on_asyncio",
     },
     "emelex.app": {
+        "ModelSampling",
         "InvalidHook",
         "InvalidSubAgent",
         "SubAgentTooWide",

@@ -98,7 +98,7 @@ from emelex.app._errors import (
 from emelex.app._events import DEFAULT_EVENT_BUFFER, EventStream
 from emelex.app._harness import Harness
 from emelex.app._inspect import SessionContext
-from emelex.app._mcp import McpIntegration
+from emelex.app._mcp import McpIntegration, ModelSampling
 from emelex.app._output import DEFAULT_OUTPUT_RETRIES, TypedTurn
 from emelex.app._package_diff import Change, diff_packages, find_packages
 from emelex.app._package_format import (
@@ -222,6 +222,7 @@ __all__ = [
     # plugins
     "LoadedPlugin",
     "McpIntegration",
+    "ModelSampling",
     "McpServer",
     "PluginIntegration",
     "PluginRegistry",
