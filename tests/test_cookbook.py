@@ -62,6 +62,7 @@ def test_the_cookbook_has_every_recipe() -> None:
         "sub-agent-reader",
         "redact-secrets-hook",
         "output-guardrail",
+        "mcp-confirmation",
     }
     index = (COOKBOOK / "README.md").read_text(encoding="utf-8")
     for page in PAGES:
