@@ -313,6 +313,16 @@ class TurnDriver:
             if rewritten is None:
                 return False
             item = rewritten
+        approved = await self._approve(core, turn, sink, item)
+        if approved is None:
+            return False
+        return await self._run_call(core, turn, sink, item, route, model, approved)
+
+    async def _approve(
+        self, core: TurnCore, turn: ActorNursery, sink: _EventSink, item: PlannedCall
+    ) -> bool | None:
+        """Whether the call was approved (False: it needs no approval), or None when it
+        got its result here (a correction, a failing rule, a denial)."""
         call = item.call
         entry = item.tool
         assert entry is not None
@@ -323,12 +333,11 @@ class TurnDriver:
             # explicit request for a correction.
             output = ToolOutput.feedback(_bounded(f"{call.name}: {exc}"))
             sink.emit_all(core.record_result(call.id, output, False))
-            return False
+            return None
         except Exception as exc:
             message = _bounded(f"tool {call.name!r} could not describe its action: {exc}")
             sink.emit_all(core.record_result(call.id, ToolOutput.error(message), False))
-            return False
-        approved = False
+            return None
         if reason is not None:
             # Never ask anyone to approve work for a turn that is already being torn down.
             await trio.lowlevel.checkpoint_if_cancelled()
@@ -348,8 +357,25 @@ class TurnDriver:
             if isinstance(decision, Deny):
                 output = ToolOutput.error(_bounded(f"denied: {decision.reason}"))
                 sink.emit_all(core.record_result(call.id, output, executed=False))
-                return False
-            approved = True
+                return None
+            return True
+        return False
+
+    async def _run_call(
+        self,
+        core: TurnCore,
+        turn: ActorNursery,
+        sink: _EventSink,
+        item: PlannedCall,
+        route: _CancelRoute,
+        model: HookModel,
+        approved: bool,
+    ) -> bool:
+        """Run an approved (or ungated) call and record its one result; True when the
+        turn must end as cancelled now."""
+        call = item.call
+        entry = item.tool
+        assert entry is not None
         invocation = ToolInvocation(
             call,
             AgentCancellation(),

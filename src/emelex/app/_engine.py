@@ -68,6 +68,19 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+async def _undo_start(
+    workspace: Workspace | None, assembly: Assembly, temporary: str | None
+) -> None:
+    """Release what a failed start opened (shielded: it runs while being cancelled)."""
+    with trio.CancelScope(shield=True):
+        if workspace is not None:
+            workspace.close()
+        for close in reversed(assembly.closers):
+            await close()
+        if temporary is not None:
+            await run_in_worker(_remove_tree, temporary, name="remove workspace")
+
+
 class SessionStarter:
     """Configures one session of an agent: ``engine.create(agent).harness(h).start()``."""
 
@@ -199,13 +212,7 @@ class SessionStarter:
             if board is not None:
                 board.bind(lambda: agent_session.history)
         except BaseException:
-            with trio.CancelScope(shield=True):
-                if workspace is not None:
-                    workspace.close()
-                for close in reversed(assembly.closers):
-                    await close()
-                if temporary is not None:
-                    await run_in_worker(_remove_tree, temporary, name="remove workspace")
+            await _undo_start(workspace, assembly, temporary)
             raise
         session = Session._create(
             engine=self._engine,
