@@ -779,6 +779,8 @@ EXPECTED: dict[str, set[str]] = {
         "redact_dsn",
     },
     "emelex.testing": {
+        "REVIEWED",
+        "ScriptedHook",
         "ScriptedSubAgent",
         "ApproveAll",
         "Call",

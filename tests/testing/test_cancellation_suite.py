@@ -150,3 +150,43 @@ def test_an_undisrupted_nested_call_completes() -> None:
     assert outcome.turn is not None and outcome.turn.response.text == "parent answer"
     assert outcome.sub is not None and outcome.sub.outcomes == ["completed"]
     assert [m.text for m in outcome.history if m.role == "tool"] == ["child answer"]
+
+
+# -- lifecycle hooks under disruption ----------------------------------------------------
+
+
+def _hooked(disruption: Disruption, at: float) -> Scenario:
+    # tool0 runs from t=1 (after the hook's 1 s at the call) to t=6; the hook then
+    # reviews its result from t=6 to t=7.
+    finish = ToolCancellationPolicy.FINISH_ONCE_STARTED
+    tool = ToolPlan("tool0", 5, finish, cooperative=False, fails=False, needs_approval=False)
+    return Scenario(
+        rounds=((Call("tool0", {}),), (Say("done"),)),
+        tools=(tool,),
+        approvals=(),
+        approval_delay=0,
+        disruption=disruption,
+        at=at,
+        hook_delay=1,
+    )
+
+
+@pytest.mark.parametrize(
+    ("disruption", "at", "result"),
+    [
+        ("none", 0.5, "[reviewed] tool0 done"),
+        # Cancelled while the tool runs: its one result arrives, no hook reviews it.
+        ("agent", 3.5, "result withheld:"),
+        ("scope", 3.5, "result withheld:"),
+        # Cancelled while the hook reviews: the result never entered the turn.
+        ("agent", 6.5, "interrupted:"),
+        ("scope", 6.5, "interrupted:"),
+    ],
+)
+def test_a_result_no_hook_reviewed_never_enters_history(
+    disruption: Disruption, at: float, result: str
+) -> None:
+    outcome = run_scenario(_hooked(disruption, at))
+    check_invariants(outcome)
+    (text,) = [m.text for m in outcome.history if m.role == "tool"]
+    assert text.startswith(result)

@@ -34,7 +34,13 @@ from emelex.testing._scripted import (
     Wait,
 )
 from emelex.testing._subagent import ScriptedSubAgent
-from emelex.testing._tools import ApproveAll, ScriptedApprovals, ScriptedTool
+from emelex.testing._tools import (
+    REVIEWED,
+    ApproveAll,
+    ScriptedApprovals,
+    ScriptedHook,
+    ScriptedTool,
+)
 
 __all__ = [
     # your own tools under cancellation
@@ -49,6 +55,8 @@ __all__ = [
     # tools and approvals
     "ApproveAll",
     "ScriptedApprovals",
+    "REVIEWED",
+    "ScriptedHook",
     "ScriptedSubAgent",
     "ScriptedTool",
     "ToolBehaviourError",

@@ -60,7 +60,7 @@ from emelex.testing._errors import (
 )
 from emelex.testing._scripted import Call, Finish, Say, ScriptedModel, Step, Think, Wait
 from emelex.testing._subagent import ScriptedSubAgent
-from emelex.testing._tools import ScriptedApprovals, ScriptedTool
+from emelex.testing._tools import REVIEWED, ScriptedApprovals, ScriptedHook, ScriptedTool
 
 # ScriptedModel's provider-local ids look like 'call_0'.
 _PROVIDER_ID = re.compile(r"'call_\d+'")
@@ -115,6 +115,8 @@ class Scenario:
     disruption: Disruption
     at: float  # disruption time; for "consumer", the index of the failing event
     child: ChildPlan | None = None
+    #: Seconds a :class:`ScriptedHook` takes at each call and result (None: no hook).
+    hook_delay: int | None = None
 
 
 def _tool_plans(prefix: str = "tool") -> st.SearchStrategy[tuple[ToolPlan, ...]]:
@@ -190,6 +192,7 @@ def scenarios(draw: st.DrawFn) -> Scenario:
         disruption=disruption,
         at=at,
         child=child,
+        hook_delay=draw(st.none() | st.integers(0, 2)),
     )
 
 
@@ -219,7 +222,8 @@ def _time_bound(scenario: Scenario) -> float:
     longest: float = max(tool.duration for tool in scenario.tools)
     if scenario.child is not None:
         longest = max(longest, scenario.child.bound(scenario.approval_delay))
-    return waits + calls * (longest + scenario.approval_delay) + 1
+    hooks = 2 * (scenario.hook_delay or 0)
+    return waits + calls * (longest + scenario.approval_delay + hooks) + 1
 
 
 def run_scenario(scenario: Scenario) -> Outcome:
@@ -297,6 +301,8 @@ def _builder(
         .tools(tools.values())
         .approval_policy(approvals)
     )
+    if scenario.hook_delay is not None:
+        builder.hook(ScriptedHook(scenario.hook_delay))
     child = scenario.child
     if child is not None:
         sub = ScriptedSubAgent(
@@ -377,6 +383,7 @@ def check_invariants(outcome: Outcome) -> None:
     own = [context for context in outcome.approvals.asked if not context.chain]
     assert len(asked) == len(set(asked)) == len(own)
     _check_child(outcome, events)
+    _check_reviewed(outcome, started)
     # Delta concatenation equals each completed answer.
     deltas: dict[int, list[str]] = {}
     for event in events:
@@ -392,6 +399,21 @@ def check_invariants(outcome: Outcome) -> None:
     assert not _PROVIDER_ID.search(visible), "a provider-local id leaked"
     # The turn returned within its bound (run_scenario enforces it with fail_after).
     assert outcome.finished_at <= _time_bound(scenario)
+
+
+def _check_reviewed(outcome: Outcome, started: set[str]) -> None:
+    """With a result hook, no executed call's result enters history unreviewed: it is
+    the hook's replacement, withheld, or interrupted."""
+    if outcome.scenario.hook_delay is None:
+        return
+    for message in outcome.history:
+        if message.role != "tool" or message.tool_call_id not in started:
+            continue
+        text = message.text
+        # The harness's own synthetic results for a call cut short (see its docs).
+        assert text.startswith((REVIEWED, "result withheld:", "interrupted:")), (
+            f"an unreviewed result entered history: {text!r}"
+        )
 
 
 def _check_child(outcome: Outcome, events: list[AgentEvent]) -> None:
