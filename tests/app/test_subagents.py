@@ -16,6 +16,7 @@ from emelex.agent import (
     ApprovalDecision,
     Approve,
     ToolCancellationPolicy,
+    ToolProgress,
     TurnCancelled,
 )
 from emelex.app import (
@@ -77,9 +78,19 @@ async def test_a_research_agent_delegates_to_a_reader_and_links_its_transcript(
         [[Call("ask_reader", {"task": "What colour is the sky?"})], [Say("It is green.")]]
     )
     research = agent("research", model, ask, workspace=tmp_path)
+    progress: list[str] = []
     async with Engine() as engine:
         session = await engine.create(research).harness(READER).start()
-        turn = await session.send_and_wait("Find out.")
+        async with trio.open_nursery() as nursery, session.events() as events:
+
+            async def watch() -> None:
+                async for event in events:
+                    if isinstance(event, ToolProgress):
+                        progress.append(event.message)
+
+            nursery.start_soon(watch)
+            turn = await session.send_and_wait("Find out.")
+            nursery.cancel_scope.cancel()
         assert turn.response.text == "It is green."
         call_id = turn.messages[1].tool_calls[0].id
         (result,) = tool_texts(turn.messages)
@@ -97,6 +108,8 @@ async def test_a_research_agent_delegates_to_a_reader_and_links_its_transcript(
     ]
     assert "the sky is green" in tool_texts(transcript.messages)[0]
     assert transcript.messages[1].text == "What colour is the sky?"
+    # The parent's events showed what the child was doing.
+    assert progress == ["reader: read_file"]
 
 
 async def test_a_child_approval_reaches_the_parent_policy_with_the_chain() -> None:

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import trio
 
 from emelex.agent import (
     AgentCancellation,
@@ -34,11 +35,13 @@ from emelex.agent import (
     ToolCancellationPolicy,
     ToolInvocation,
     ToolOutput,
+    ToolStarted,
     run_nested_turn,
 )
-from emelex.app._errors import InvalidSubAgent, SubAgentTooWide
+from emelex.app._errors import EventsLagged, InvalidSubAgent, SubAgentTooWide
 from emelex.app._policy import WorkspacePolicy
 from emelex.model import Client, Message, ToolDefinition, Usage
+from emelex.runtime import open_unwrapping_nursery
 from emelex.tools import tool_name_problem
 
 if TYPE_CHECKING:
@@ -46,6 +49,7 @@ if TYPE_CHECKING:
     from emelex.app._assembly import Assembly
     from emelex.app._budget import BudgetMeter
     from emelex.app._engine import Engine, Session
+    from emelex.app._events import EventStream
     from emelex.app._harness import Harness
 
 
@@ -233,7 +237,17 @@ class SubAgentTool:
         task = str(invocation.arguments.get("task", ""))
 
         async def run(cancellation: AgentCancellation) -> AgentTurn:
-            turn: AgentTurn = await session.send_and_wait(task, cancellation=cancellation)
+            events = session.events()
+            # Unwrapping: the turn's own error (TurnCancelled, ...) leaves as itself.
+            async with open_unwrapping_nursery() as nursery:
+                nursery.start_soon(_forward, events, invocation, session.agent.name)
+                try:
+                    turn: AgentTurn = await session.send_and_wait(task, cancellation=cancellation)
+                finally:
+                    # The turn has ended, however: closing the stream ends the forwarder
+                    # (no scope of ours is cancelled, so the turn's own outcome, or the
+                    # caller's cancellation, passes through unchanged).
+                    events.close()
             return turn
 
         nested = NestedTurn("cancelled")  # what a cancelled caller scope leaves
@@ -257,6 +271,18 @@ class SubAgentTool:
         if nested.turn is None:
             return ToolOutput.error(f"{nested.describe()}\n{link}")
         return ToolOutput(f"{nested.turn.response.text}\n\n{link}")
+
+
+async def _forward(events: EventStream, invocation: ToolInvocation, agent: str) -> None:
+    """Show the child's tool activity as progress of the parent's call (so a UI of the
+    parent sees ``reader: read_file`` while the reader works). Checkpoints; a lagging
+    stream just stops forwarding."""
+    try:
+        async for event in events:
+            if isinstance(event, ToolStarted):
+                await invocation.progress(f"{agent}: {event.name}")
+    except (EventsLagged, trio.ClosedResourceError):
+        return
 
 
 def _check(
