@@ -59,6 +59,10 @@ def test_the_cookbook_has_every_recipe() -> None:
         "local-model-chat-template",
         "openai-compatible-server",
         "testing-tools-with-the-cancellation-suite",
+        "sub-agent-reader",
+        "redact-secrets-hook",
+        "output-guardrail",
+        "mcp-confirmation",
     }
     index = (COOKBOOK / "README.md").read_text(encoding="utf-8")
     for page in PAGES:

@@ -4,8 +4,10 @@ from emelex._facade import fix_module_names
 from emelex.agent._approval import (
     ApprovalContext,
     ApprovalDecision,
+    ApprovalLink,
     ApprovalPolicy,
     Approve,
+    ChainedApproval,
     Deny,
     DenyAll,
 )
@@ -50,6 +52,7 @@ from emelex.agent._events import (
     AnswerDelta,
     ApprovalRequested,
     ApprovalResolved,
+    HookApplied,
     ModelCompleted,
     ModelProgress,
     ModelStarted,
@@ -63,7 +66,31 @@ from emelex.agent._events import (
     TurnStarted,
 )
 from emelex.agent._fitting import fit_rounds
+from emelex.agent._guardrails import (
+    GuardrailResult,
+    Guardrails,
+    InputGuardrail,
+    ModelJudge,
+    OutputGuardrail,
+    ToolGuardrail,
+)
 from emelex.agent._history import referenced_tools, validate_history
+from emelex.agent._hook_runner import HOOK_MAX_TOKENS
+from emelex.agent._hooks import (
+    FailTurn,
+    GuardrailTripped,
+    Hook,
+    HookContext,
+    HookFailed,
+    HookPoint,
+    HookRecord,
+    HookRefused,
+    RefuseCall,
+    ReplaceArguments,
+    ReplaceRequest,
+    ReplaceResult,
+)
+from emelex.agent._nested import NestedOutcome, NestedTurn, run_nested_turn
 from emelex.agent._session import AgentSession
 from emelex.agent._tool_table import DEFAULT_TOOL_RETRIES, ToolTable
 from emelex.agent._turn import EventConsumer, ToolJournal, current_turn
@@ -95,6 +122,10 @@ __all__ = [
     "referenced_tools",
     "current_turn",
     "check_max_retries",
+    "run_nested_turn",
+    "ChainedApproval",
+    "NestedOutcome",
+    "NestedTurn",
     "AUTHORITY_VERSION",
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_MAX_ROUNDS",
@@ -115,6 +146,7 @@ __all__ = [
     "ApprovalContext",
     "ApprovalDecision",
     "ApprovalFailed",
+    "ApprovalLink",
     "ApprovalPolicy",
     "ApprovalRequested",
     "ApprovalResolved",
@@ -127,6 +159,26 @@ __all__ = [
     "DenyAll",
     "EventConsumer",
     "EventConsumerError",
+    "FailTurn",
+    "GuardrailResult",
+    "GuardrailTripped",
+    "Guardrails",
+    "InputGuardrail",
+    "ModelJudge",
+    "OutputGuardrail",
+    "ToolGuardrail",
+    "HOOK_MAX_TOKENS",
+    "Hook",
+    "HookApplied",
+    "HookContext",
+    "HookFailed",
+    "HookPoint",
+    "HookRecord",
+    "HookRefused",
+    "RefuseCall",
+    "ReplaceArguments",
+    "ReplaceRequest",
+    "ReplaceResult",
     "InvalidHistory",
     "InvalidToolDeclaration",
     "InvalidTurnOptions",

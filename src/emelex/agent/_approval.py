@@ -10,6 +10,19 @@ from emelex.model import ToolCall, ToolDefinition
 
 
 @attrs.frozen
+class ApprovalLink:
+    """One delegating call above the call being approved: ``tool`` (called by agent
+    ``agent`` in ``session_id``/``turn_id`` as call ``call_id``) started the turn the
+    call belongs to."""
+
+    agent: str
+    session_id: str
+    turn_id: str
+    call_id: str
+    tool: str
+
+
+@attrs.frozen
 class ApprovalContext:
     """What a policy decides on: the exact call (harness id and validated arguments),
     the tool's declaration, the tool's sentence naming the action and the canonical
@@ -22,6 +35,15 @@ class ApprovalContext:
     tool: ToolDefinition
     reason: str
     workspace_root: str | None = attrs.field(default=None, kw_only=True)
+    #: The delegating calls above this one, outermost first; empty for a call the
+    #: session's own model made. A sub-agent's approvals reach the parent's policy
+    #: with the chain that led to them.
+    chain: tuple[ApprovalLink, ...] = attrs.field(default=(), kw_only=True)
+
+    @property
+    def path(self) -> str:
+        """The chain as text, e.g. ``"delegate → read_file"``."""
+        return " → ".join([*(link.tool for link in self.chain), self.call.name])
 
 
 @attrs.frozen
@@ -50,3 +72,16 @@ class DenyAll:
 
     async def decide(self, context: ApprovalContext) -> ApprovalDecision:
         return Deny("no approval policy is configured (the default denies every call)")
+
+
+class ChainedApproval:
+    """Asks ``parent`` with ``link`` put in front of each context's chain: how a child
+    session's approvals reach the policy of the session that delegated to it."""
+
+    def __init__(self, parent: ApprovalPolicy, link: ApprovalLink) -> None:
+        self.parent = parent
+        self.link = link
+
+    async def decide(self, context: ApprovalContext) -> ApprovalDecision:
+        chained = attrs.evolve(context, chain=(self.link, *context.chain))
+        return await self.parent.decide(chained)

@@ -21,6 +21,7 @@ from emelex.agent._errors import (
     InvalidWorkspace,
 )
 from emelex.agent._history import has_tool_history, strip_reasoning, validate_history
+from emelex.agent._hooks import Hook
 from emelex.agent._options import check_options_capabilities
 from emelex.agent._tool_table import ToolTable
 from emelex.agent._turn_core import (
@@ -78,6 +79,7 @@ class SessionParts:
     default_max_tokens: int | None
     max_retries: int = DEFAULT_MAX_RETRIES
     journal: ToolJournal | None = None
+    hooks: tuple[Hook, ...] = ()
 
 
 @attrs.frozen
@@ -128,6 +130,7 @@ class AgentSessionBuilder:
         self._max_rounds = DEFAULT_MAX_ROUNDS
         self._max_retries = DEFAULT_MAX_RETRIES
         self._journal: ToolJournal | None = None
+        self._hooks: list[Hook] = []
         self._default_max_tokens: int | None = DEFAULT_MAX_TOKENS
 
     # -- configuration --------------------------------------------------------------------
@@ -149,6 +152,19 @@ class AgentSessionBuilder:
 
     def approval_policy(self, policy: ApprovalPolicy) -> AgentSessionBuilder:
         self._approval = policy
+        return self
+
+    def hook(self, hook: Hook) -> AgentSessionBuilder:
+        """Add a lifecycle hook; hooks run in the order added (see :class:`Hook`).
+        Raises TypeError for anything but a :class:`Hook`."""
+        if not isinstance(hook, Hook):
+            raise TypeError(f"{hook!r} is not a Hook (subclass emelex.agent.Hook)")
+        self._hooks.append(hook)
+        return self
+
+    def hooks(self, hooks: Iterable[Hook]) -> AgentSessionBuilder:
+        for hook in hooks:
+            self.hook(hook)
         return self
 
     def options(self, options: GenerationOptions) -> AgentSessionBuilder:
@@ -381,6 +397,7 @@ class AgentSessionBuilder:
             max_rounds=self._max_rounds,
             max_retries=self._max_retries,
             journal=self._journal,
+            hooks=tuple(self._hooks),
             default_max_tokens=self._default_max_tokens,
         )
         try:

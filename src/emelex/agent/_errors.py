@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from emelex._errors import EmelexError, LimitExceeded
 from emelex._text import shorten
@@ -142,3 +142,36 @@ class ToolJournalFailed(AgentError):
     """The session's tool journal raised before a call could start: the call did not
     run, and the turn ended by the usual rule (rolled back, or checkpointed when an
     earlier tool may have run)."""
+
+
+class HookRefused(AgentError):
+    """A hook ended the turn on purpose (``FailTurn`` or raised). ``hook`` names it,
+    ``point`` is where, ``reason`` why. History follows the usual rule."""
+
+    def __init__(self, message: str, *, hook: str, point: str, reason: str) -> None:
+        super().__init__(message)
+        self.hook = hook
+        self.point = point
+        self.reason = reason
+
+
+class HookFailed(AgentError):
+    """A hook raised, returned a value its point does not allow, or rewrote something
+    into a value that fails validation (arguments outside the tool's schema, a
+    request over a ceiling). History follows the usual rule."""
+
+
+class GuardrailTripped(HookRefused):
+    """A guardrail's tripwire stopped the turn. ``guardrail`` names it and ``kind`` is
+    ``"input"``, ``"output"`` or ``"tool"``; ``info`` is what the check returned."""
+
+    def __init__(self, guardrail: str, kind: str, point: str, reason: str, info: Any) -> None:
+        super().__init__(
+            f"guardrail {guardrail!r} ({kind}) tripped: {reason}",
+            hook=guardrail,
+            point=point,
+            reason=reason,
+        )
+        self.guardrail = guardrail
+        self.kind = kind
+        self.info = info

@@ -7,6 +7,7 @@ from typing import TypeAlias
 import attrs
 
 from emelex.agent._approval import ApprovalDecision
+from emelex.agent._hooks import HookRecord
 from emelex.model import Progress, Response, ToolCall, Usage
 from emelex.tools import ToolOutput
 
@@ -103,6 +104,14 @@ class ToolCompleted:
 
 
 @attrs.frozen
+class HookApplied:
+    """A lifecycle hook changed something (the record says what, before and after)."""
+
+    turn_id: str
+    record: HookRecord
+
+
+@attrs.frozen
 class TurnCompleted:
     turn_id: str
     usage: Usage
@@ -128,6 +137,7 @@ AgentEvent: TypeAlias = (
     | ToolStarted
     | ToolProgress
     | ToolCompleted
+    | HookApplied
     | TurnCompleted
     | TurnFailed
 )

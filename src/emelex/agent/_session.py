@@ -102,6 +102,7 @@ class AgentSession(metaclass=NoPublicConstructor):
             approval=parts.approval,
             workspace_root=resolved.workspace.root,
             journal=parts.journal,
+            hooks=parts.hooks,
         )
         self._busy = False
         self._closed = False

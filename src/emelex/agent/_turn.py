@@ -33,10 +33,12 @@ from emelex.agent._events import (
     ToolProgress,
     TurnFailed,
 )
+from emelex.agent._hook_runner import WITHHELD_CANCELLED, HookRunner, capped
+from emelex.agent._hooks import Hook, HookFailed, HookModel
 from emelex.agent._tool_table import RegisteredTool
 from emelex.agent._turn_core import AgentTurn, PlannedCall, TurnCore
 from emelex.agent._video import without_video
-from emelex.model import Client, Completed, GenerationRequest, Message
+from emelex.model import Client, Completed, GenerationRequest, Message, Response
 from emelex.runtime import (
     CURRENT,
     ActorCall,
@@ -159,7 +161,7 @@ class TurnOutcome:
 class TurnDriver:
     """Runs a session's turns: one turn actor per turn, below the session's actor."""
 
-    __slots__ = ("_approval", "_client", "_journal", "_session_id", "_workspace_root")
+    __slots__ = ("_approval", "_client", "_hooks", "_journal", "_session_id", "_workspace_root")
 
     def __init__(
         self,
@@ -169,8 +171,10 @@ class TurnDriver:
         approval: ApprovalPolicy,
         workspace_root: str,
         journal: ToolJournal | None = None,
+        hooks: Sequence[Hook] = (),
     ) -> None:
         self._session_id = session_id
+        self._hooks = HookRunner(hooks, session_id)
         self._client = client
         self._approval = approval
         self._workspace_root = workspace_root
@@ -230,10 +234,13 @@ class TurnDriver:
         """The committed turn, or ``None`` when an AgentCancellation routed to a running
         tool ended it (the caller resolves it as cancelled)."""
         sink.emit_all(core.start())
+        hooks, model = self._hooks, self._hook_model(turn)
         while True:
             await trio.lowlevel.checkpoint_if_cancelled()
             request, events = core.begin_round()
             sink.emit_all(events)
+            if hooks.has("before_model_request"):
+                request = await hooks.before_request(core, request, sink.emit_all, model)
             await turn.run(
                 self._model_job,
                 request,
@@ -242,17 +249,38 @@ class TurnDriver:
                 kind=ActorKind.MODEL_JOB,
                 name=f"round {core.round}",
             )
+            if hooks.has("after_model_response"):
+                await hooks.after_response(core, model)
             plan, events = core.end_round()
             sink.emit_all(events)
             if not plan:
                 break
             for item in plan:
-                if await self._resolve_call(core, turn, sink, item, route):
+                if await self._resolve_call(core, turn, sink, item, route, model):
                     return None  # cancelled by AgentCancellation: no result
             core.finish_batch()
+        if hooks.has("before_commit"):
+            await hooks.before_commit(core, model)
         result, events = core.commit()
         sink.emit_all(events)
         return result
+
+    def _hook_model(self, turn: ActorNursery) -> HookModel:
+        """A hook's separate model request, run as a model job of this turn."""
+
+        async def generate(request: GenerationRequest) -> Response:
+            return await turn.run(
+                self._hook_job, capped(request), kind=ActorKind.MODEL_JOB, name="hook request"
+            )
+
+        return generate
+
+    async def _hook_job(self, ctx: ActorContext, request: GenerationRequest) -> Response:
+        async with self._client.generate(request) as stream:
+            async for event in stream:
+                if isinstance(event, Completed):
+                    return event.response
+        raise HookFailed("a hook's model request ended without a response")
 
     async def _model_job(
         self, ctx: ActorContext, request: GenerationRequest, core: TurnCore, sink: _EventSink
@@ -271,14 +299,33 @@ class TurnDriver:
         sink: _EventSink,
         item: PlannedCall,
         route: _CancelRoute,
+        model: HookModel,
     ) -> bool:
         """Resolve one planned call; True when the turn must end as cancelled now."""
-        call = item.call
         if item.immediate is not None or item.tool is None:
-            output = item.immediate or ToolOutput.error(f"unknown tool {call.name!r}")
-            sink.emit_all(core.record_result(call.id, output, executed=False))
+            output = item.immediate or ToolOutput.error(f"unknown tool {item.call.name!r}")
+            sink.emit_all(core.record_result(item.call.id, output, executed=False))
             return False
+        if self._hooks.has("before_tool_call"):
+            # Before approval: the policy decides on the arguments that will run.
+            await trio.lowlevel.checkpoint_if_cancelled()
+            rewritten = await self._hooks.before_call(core, item, sink.emit_all, model)
+            if rewritten is None:
+                return False
+            item = rewritten
+        approved = await self._approve(core, turn, sink, item)
+        if approved is None:
+            return False
+        return await self._run_call(core, turn, sink, item, route, model, approved)
+
+    async def _approve(
+        self, core: TurnCore, turn: ActorNursery, sink: _EventSink, item: PlannedCall
+    ) -> bool | None:
+        """Whether the call was approved (False: it needs no approval), or None when it
+        got its result here (a correction, a failing rule, a denial)."""
+        call = item.call
         entry = item.tool
+        assert entry is not None
         try:
             reason = entry.tool.approval_reason(call.arguments)
         except (ArgumentConversionError, RetryWithFeedback) as exc:
@@ -286,12 +333,11 @@ class TurnDriver:
             # explicit request for a correction.
             output = ToolOutput.feedback(_bounded(f"{call.name}: {exc}"))
             sink.emit_all(core.record_result(call.id, output, False))
-            return False
+            return None
         except Exception as exc:
             message = _bounded(f"tool {call.name!r} could not describe its action: {exc}")
             sink.emit_all(core.record_result(call.id, ToolOutput.error(message), False))
-            return False
-        approved = False
+            return None
         if reason is not None:
             # Never ask anyone to approve work for a turn that is already being torn down.
             await trio.lowlevel.checkpoint_if_cancelled()
@@ -311,8 +357,25 @@ class TurnDriver:
             if isinstance(decision, Deny):
                 output = ToolOutput.error(_bounded(f"denied: {decision.reason}"))
                 sink.emit_all(core.record_result(call.id, output, executed=False))
-                return False
-            approved = True
+                return None
+            return True
+        return False
+
+    async def _run_call(
+        self,
+        core: TurnCore,
+        turn: ActorNursery,
+        sink: _EventSink,
+        item: PlannedCall,
+        route: _CancelRoute,
+        model: HookModel,
+        approved: bool,
+    ) -> bool:
+        """Run an approved (or ungated) call and record its one result; True when the
+        turn must end as cancelled now."""
+        call = item.call
+        entry = item.tool
+        assert entry is not None
         invocation = ToolInvocation(
             call,
             AgentCancellation(),
@@ -351,12 +414,21 @@ class TurnDriver:
                 # FINISH_ONCE_STARTED: the one terminal result belongs in the checkpoint.
                 finished = running.value if running.error is None else None
                 output = _as_output(call.name, finished, running.error)
+                if self._hooks.has("after_tool_result"):
+                    output = ToolOutput.error(WITHHELD_CANCELLED)
                 sink.emit_all(core.record_result(call.id, output, executed=True))
             raise
         except Exception as exc:
             output = _as_output(call.name, None, exc)
         finally:
             route.running = None
+        if self._hooks.has("after_tool_result"):
+            if route.cancelled:
+                # The turn ends now: no hook may hold it up, and no unreviewed result
+                # may enter the checkpoint.
+                output = ToolOutput.error(WITHHELD_CANCELLED)
+            else:
+                output = await self._hooks.after_result(core, item, output, sink.emit_all, model)
         sink.emit_all(core.record_result(call.id, output, executed=True))
         # AgentCancellation arrived while the tool ran and was routed to the tool alone;
         # with its one result recorded, the turn now ends as cancelled. Nothing else of

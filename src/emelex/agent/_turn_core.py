@@ -52,6 +52,7 @@ from emelex.agent._errors import (
 from emelex.agent._events import (
     AgentEvent,
     AnswerDelta,
+    HookApplied,
     ModelCompleted,
     ModelProgress,
     ModelStarted,
@@ -62,6 +63,13 @@ from emelex.agent._events import (
     TurnCompleted,
     TurnStarted,
 )
+from emelex.agent._hook_core import (
+    checked_arguments,
+    checked_output,
+    checked_request,
+    result_digest,
+)
+from emelex.agent._hooks import HookPoint, HookRecord
 from emelex.agent._tool_table import RegisteredTool, ToolTable
 from emelex.agent._video import refuse_video
 from emelex.model import (
@@ -142,6 +150,8 @@ class AgentTurn:
     messages: tuple[Message, ...]
     usage: Usage
     rounds: int
+    #: What lifecycle hooks changed, in order (see :class:`HookRecord`).
+    hooks: tuple[HookRecord, ...] = attrs.field(default=(), kw_only=True)
 
 
 @attrs.frozen
@@ -229,6 +239,7 @@ class TurnCore:
         self._batch: list[PlannedCall] = []
         self._results: dict[str, tuple[ToolOutput, bool]] = {}
         self._started: set[str] = set()
+        self.hook_records: list[HookRecord] = []
 
     # -- rounds ---------------------------------------------------------------------------
     def start(self) -> list[AgentEvent]:
@@ -540,6 +551,64 @@ class TurnCore:
                 return item
         raise RuntimeError(f"call {call_id} is not part of the current batch")
 
+    # -- hook decisions (validated here; the driver only awaits the hooks) ---------------
+    def _record(
+        self, point: HookPoint, hook: str, call_id: str | None, before: object, after: object
+    ) -> list[AgentEvent]:
+        record = HookRecord(point, hook, self.round, call_id, before, after)
+        self.hook_records.append(record)
+        return [HookApplied(self.turn_id, record)]
+
+    def replace_request(
+        self, request: GenerationRequest, hook: str, new: object
+    ) -> tuple[GenerationRequest, list[AgentEvent]]:
+        """``new`` in place of ``request``, once it passes the ceilings and offers only
+        tools this turn advertises. Raises HookFailed otherwise."""
+        self._expect(TurnPhase.GENERATING)
+        schemas = {t.name: self._tools[t.name].schema_bytes for t in request.tools}
+        checked = checked_request(hook, new, schemas, self._ceilings)
+        return checked, self._record("before_model_request", hook, None, request, checked)
+
+    def replace_arguments(
+        self, call_id: str, hook: str, arguments: dict[str, object]
+    ) -> tuple[PlannedCall, list[AgentEvent]]:
+        """The planned call with ``arguments``, validated again against its tool's
+        schema and the round's argument ceiling; the assistant message then carries
+        them (history shows what ran). Raises HookFailed when they do not pass."""
+        self._expect(TurnPhase.TOOLS)
+        item = self._find(call_id)
+        assert item.tool is not None
+        assert self._response is not None
+        others = sum(argument_bytes(p.call.arguments) for p in self._batch if p.call.id != call_id)
+        limit = self._ceilings.max_tool_argument_bytes - others
+        final = checked_arguments(hook, item.tool, arguments, limit)
+        call = ToolCall(call_id, item.call.name, final)
+        new_item = attrs.evolve(item, call=call)
+        self._batch = [new_item if p.call.id == call_id else p for p in self._batch]
+        calls = tuple(call if c.id == call_id else c for c in self._response.tool_calls)
+        self._response = attrs.evolve(self._response, tool_calls=calls)
+        self._measured = None
+        events = self._record("before_tool_call", hook, call_id, item.call.arguments, final)
+        return new_item, events
+
+    def replace_result(
+        self, call_id: str, hook: str, output: ToolOutput, new: object
+    ) -> tuple[ToolOutput, list[AgentEvent]]:
+        """``new`` in place of ``output`` (a ToolOutput; raises HookFailed otherwise).
+        The record keeps only a digest of ``output``: a result a hook replaced (a
+        redacted secret) must not live on where the model's history goes."""
+        self._expect(TurnPhase.TOOLS)
+        self._find(call_id)
+        checked = checked_output(hook, new)
+        before = result_digest(output)
+        return checked, self._record("after_tool_result", hook, call_id, before, checked)
+
+    def refuse_call(self, call_id: str, hook: str, reason: str) -> list[AgentEvent]:
+        """Answer the call with an error result naming ``reason``; it never runs."""
+        output = ToolOutput.error(f"refused by hook {hook!r}: {reason}")
+        events = self._record("before_tool_call", hook, call_id, None, output)
+        return events + self.record_result(call_id, output, executed=False)
+
     # -- endings --------------------------------------------------------------------------
     def commit(self) -> tuple[AgentTurn, list[AgentEvent]]:
         self._expect(TurnPhase.FINAL)
@@ -547,7 +616,12 @@ class TurnCore:
         self._append(self._assistant_message(self._response))
         self.phase = TurnPhase.COMMITTED
         turn = AgentTurn(
-            self.turn_id, self._response, tuple(self._messages), self.usage, self.round
+            self.turn_id,
+            self._response,
+            tuple(self._messages),
+            self.usage,
+            self.round,
+            hooks=tuple(self.hook_records),
         )
         return turn, [TurnCompleted(self.turn_id, self.usage)]
 
@@ -600,6 +674,11 @@ class TurnCore:
     @property
     def messages(self) -> tuple[Message, ...]:
         return tuple(self._messages)
+
+    @property
+    def response(self) -> Response | None:
+        """The current round's terminal response (harness ids), once it completed."""
+        return self._response
 
     @property
     def size(self) -> RequestSize:

@@ -68,12 +68,14 @@ from emelex.app._errors import (
     InvalidCapability,
     InvalidCapabilityConfig,
     InvalidFile,
+    InvalidHook,
     InvalidMcpServer,
     InvalidOutputType,
     InvalidPackage,
     InvalidPlugin,
     InvalidPolicy,
     InvalidSkill,
+    InvalidSubAgent,
     InvalidTaskList,
     InvalidToolSchema,
     InvalidWorkspaceRoot,
@@ -87,6 +89,7 @@ from emelex.app._errors import (
     ShellNotAllowed,
     SkillTooLarge,
     StreamNotOpen,
+    SubAgentTooWide,
     UnboundModelError,
     UnresolvedCapability,
     UsageBudgetExhausted,
@@ -95,7 +98,7 @@ from emelex.app._errors import (
 from emelex.app._events import DEFAULT_EVENT_BUFFER, EventStream
 from emelex.app._harness import Harness
 from emelex.app._inspect import SessionContext
-from emelex.app._mcp import McpIntegration
+from emelex.app._mcp import McpIntegration, ModelSampling
 from emelex.app._output import DEFAULT_OUTPUT_RETRIES, TypedTurn
 from emelex.app._package_diff import Change, diff_packages, find_packages
 from emelex.app._package_format import (
@@ -126,6 +129,7 @@ from emelex.app._skill import (
     SkillFile,
 )
 from emelex.app._stream import TextStream
+from emelex.app._subagent import SubAgentTool, SubAgentTranscript, TranscriptBook
 from emelex.app._sync import run_sync
 from emelex.app._tasks import (
     MAX_TASK_BYTES,
@@ -218,6 +222,7 @@ __all__ = [
     # plugins
     "LoadedPlugin",
     "McpIntegration",
+    "ModelSampling",
     "McpServer",
     "PluginIntegration",
     "PluginRegistry",
@@ -276,6 +281,12 @@ __all__ = [
     "UnresolvedCapability",
     "UsageBudgetExhausted",
     "WorkspaceConflict",
+    "InvalidHook",
+    "InvalidSubAgent",
+    "SubAgentTooWide",
+    "SubAgentTool",
+    "SubAgentTranscript",
+    "TranscriptBook",
 ]
 
 # Agent methods that build on later app modules (see app/_agent.APP_HOOKS).

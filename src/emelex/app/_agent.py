@@ -10,7 +10,18 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import attrs
 
-from emelex.agent import DEFAULT_MAX_RETRIES, AgentTurn, ApprovalPolicy, check_max_retries
+from emelex.agent import (
+    DEFAULT_MAX_RETRIES,
+    AgentTurn,
+    ApprovalPolicy,
+    Guardrails,
+    Hook,
+    InputGuardrail,
+    OutputGuardrail,
+    ToolCancellationPolicy,
+    ToolGuardrail,
+    check_max_retries,
+)
 from emelex.app._capabilities import (
     BUILTIN_TOOLS,
     BuiltinCapability,
@@ -31,6 +42,7 @@ from emelex.app._errors import (
     InvalidApprover,
     InvalidCapability,
     InvalidFile,
+    InvalidHook,
     InvalidMcpServer,
     InvalidPlugin,
     InvalidSkill,
@@ -51,6 +63,7 @@ from emelex.tools.workspace import PathRejected, split_path
 
 if TYPE_CHECKING:
     from emelex.app._harness import Harness
+    from emelex.app._subagent import SubAgentTool
 
 T = TypeVar("T")
 
@@ -171,6 +184,8 @@ class Agent:
     #: The package metadata (description, version, model binding, harness preset) that
     #: :meth:`export` writes; :meth:`load` fills it from the manifest.
     package: PackageInfo = DEFAULTS
+    #: Lifecycle hooks of every session (guardrails last, as one :class:`Guardrails`).
+    hooks: tuple[Hook, ...] = ()
 
     @staticmethod
     def builder() -> AgentBuilder:
@@ -182,10 +197,11 @@ class Agent:
         *,
         bindings: Mapping[str, Client | AgentModel] | None = None,
         approver: ApprovalPolicy | None = None,
+        modules: Sequence[str] = (),
     ) -> Agent:
         """The agent of the package at ``path`` (see :func:`emelex.app.load_agent`;
         :func:`emelex.app.load_package` also keeps the package's metadata)."""
-        return APP_HOOKS.load(path, bindings=bindings, approver=approver)
+        return APP_HOOKS.load(path, bindings=bindings, approver=approver, modules=modules)
 
     def export(self, path: str | os.PathLike[str]) -> None:
         """Write this agent as a package at ``path``, with its own :attr:`package`
@@ -231,6 +247,32 @@ class Agent:
         )
         return turn
 
+    def as_tool(
+        self,
+        *,
+        name: str,
+        description: str,
+        harness: Harness | None = None,
+        max_rounds: int | None = None,
+        timeout: float | None = None,
+        cancellation_policy: ToolCancellationPolicy = ToolCancellationPolicy.FINISH_ONCE_STARTED,
+    ) -> SubAgentTool:
+        """This agent as a tool of another (a sub-agent): each call runs one turn of it
+        on the call's ``task``, within the parent session's authority, approvals and
+        budget. See :class:`~emelex.app.SubAgentTool`; raises
+        :class:`~emelex.app.InvalidSubAgent`."""
+        from emelex.app._subagent import SubAgentTool
+
+        return SubAgentTool(
+            self,
+            name=name,
+            description=description,
+            harness=harness,
+            max_rounds=max_rounds,
+            timeout=timeout,
+            cancellation_policy=cancellation_policy,
+        )
+
     def capability(self, capability_id: str) -> Capability | None:
         return next((c for c in self.capabilities if c.id == capability_id), None)
 
@@ -266,6 +308,8 @@ class AgentBuilder:
         self._output_retries: Any = DEFAULT_OUTPUT_RETRIES
         self._max_retries = DEFAULT_MAX_RETRIES
         self._package: Any = PackageInfo()
+        self._hooks: list[Any] = []
+        self._guardrails: dict[str, list[Any]] = {"input": [], "output": [], "tool": []}
 
     def name(self, name: str) -> AgentBuilder:
         self._name = name
@@ -298,6 +342,27 @@ class AgentBuilder:
 
     def tools(self, tools: Iterable[AgentTool]) -> AgentBuilder:
         self._tools.extend(tools)
+        return self
+
+    def hook(self, hook: Hook) -> AgentBuilder:
+        """A lifecycle hook of every session, run in the order added (see
+        :class:`~emelex.agent.Hook`)."""
+        self._hooks.append(hook)
+        return self
+
+    def input_guardrail(self, guardrail: InputGuardrail) -> AgentBuilder:
+        """Check each turn's user message before the first model request."""
+        self._guardrails["input"].append(guardrail)
+        return self
+
+    def output_guardrail(self, guardrail: OutputGuardrail) -> AgentBuilder:
+        """Check each turn's final answer before it commits."""
+        self._guardrails["output"].append(guardrail)
+        return self
+
+    def tool_guardrail(self, guardrail: ToolGuardrail) -> AgentBuilder:
+        """Check each tool call before approval and its result before the model."""
+        self._guardrails["tool"].append(guardrail)
         return self
 
     def approver(self, approver: ApprovalPolicy) -> AgentBuilder:
@@ -437,7 +502,20 @@ class AgentBuilder:
             output_retries=retries,
             max_retries=self._max_retries,
             package=self._package,
+            hooks=self._check_hooks(),
         )
+
+    def _check_hooks(self) -> tuple[Hook, ...]:
+        for hook in self._hooks:
+            if not isinstance(hook, Hook):
+                raise InvalidHook(f"{hook!r} is not a Hook (subclass emelex.agent.Hook)")
+        hooks = list(self._hooks)
+        if any(self._guardrails.values()):
+            try:
+                hooks.append(Guardrails(**self._guardrails))
+            except TypeError as exc:
+                raise InvalidHook(str(exc)) from exc
+        return tuple(hooks)
 
     def _check_tools(self) -> list[AgentTool]:
         seen: set[str] = set()

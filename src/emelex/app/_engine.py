@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import pathlib
-import shutil
-import stat
-import tempfile
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, final, overload
 
@@ -16,8 +12,9 @@ import trio
 
 from emelex._facade import NoPublicConstructor
 from emelex._ids import new_id
-from emelex.agent import AgentSession, AgentTurn, DenyAll, InvalidWorkspace, SessionClosed
-from emelex.app._agent import Agent, SeedFile, check_tool, tool_gated
+from emelex.agent import AgentSession, AgentTurn, DenyAll, SessionClosed
+from emelex.app._agent import Agent, tool_gated
+from emelex.app._assembly import Assembly
 from emelex.app._budget import (
     BUDGET_SECTION,
     BudgetedModel,
@@ -36,17 +33,22 @@ from emelex.app._errors import (
     ApproverRequired,
     DuplicateCapability,
     IntegrationMissing,
-    NameCollision,
     SessionNotStarted,
     UnresolvedCapability,
 )
 from emelex.app._events import DEFAULT_EVENT_BUFFER, EventHub, EventStream, GatedModel, GatedTool
 from emelex.app._harness import Harness, skills_section
-from emelex.app._inspect import SessionContext, next_request
+from emelex.app._inspect import SessionContext, composition, next_request
 from emelex.app._integration import Contribution, Integration, IntegrationRequest
 from emelex.app._output import OutputSpec, TypedTurn, check_retries, run_typed_turn
 from emelex.app._policy import WORKSPACE_VIEW, HiddenPaths
+from emelex.app._private_workspace import (
+    make_private_workspace as _make_private_workspace,
+)
+from emelex.app._private_workspace import open_workspace as _open_workspace
+from emelex.app._private_workspace import remove_tree as _remove_tree
 from emelex.app._skill import load_skill_tool
+from emelex.app._subagent import TranscriptBook, bind_subagents
 from emelex.app._tasks import (
     TASKS_SECTION,
     ReadTasksTool,
@@ -57,8 +59,7 @@ from emelex.app._tasks import (
 )
 from emelex.model import AgentModel, Client, GenerationOptions, Message
 from emelex.runtime import AgentCancellation, run_in_worker
-from emelex.tools import AgentTool, BuiltinSettings
-from emelex.tools.workspace import Workspace, WorkspaceError
+from emelex.tools.workspace import Workspace
 
 if TYPE_CHECKING:
     from emelex.agent import ToolJournal
@@ -66,81 +67,18 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-# -- integrations (MCP servers, plugins, ...) --------------------------------------------
 
-
-# -- the private workspace ---------------------------------------------------------------
-
-
-def _make_private_workspace(name: str, files: Sequence[SeedFile]) -> str:
-    root = tempfile.mkdtemp(prefix=f"emelex-{name}-")
-    try:
-        for seeded in files:
-            path = os.path.join(root, *seeded.parts)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-            with os.fdopen(descriptor, "wb") as handle:
-                handle.write(seeded.content)
-            if seeded.readonly:
-                os.chmod(path, 0o444)
-    except BaseException:
-        _remove_tree(root)
-        raise
-    return root
-
-
-def _remove_tree(root: str) -> None:
-    def retry(function: Callable[..., Any], path: str, _info: Any) -> None:
-        # A directory the agent made unwritable: make it writable and try again.
-        try:
-            os.chmod(os.path.dirname(path), stat.S_IRWXU)
-            if os.path.isdir(path) and not os.path.islink(path):
-                os.chmod(path, stat.S_IRWXU)
-            function(path)
-        except OSError:
-            pass
-
-    shutil.rmtree(root, onerror=retry)
-
-
-def _open_workspace(
-    root: str, *, hidden: HiddenPaths | None = None, view: str | None = None
-) -> Workspace:
-    try:
-        return Workspace.open(root, hidden=hidden, view=view)
-    except WorkspaceError as exc:
-        # What the standalone builder raises for a root it cannot open.
-        raise InvalidWorkspace(f"cannot open workspace {root!r}: {exc}") from exc
-
-
-# -- assembly ----------------------------------------------------------------------------
-
-
-@attrs.define
-class _Assembly:
-    """Everything a session is built from, collected before the AgentSession."""
-
-    tools: list[AgentTool] = attrs.Factory(list)
-    #: The built-in tools, ahead of ``tools`` (the session's declaration order).
-    builtins: list[AgentTool] = attrs.Factory(list)
-    settings: BuiltinSettings = attrs.Factory(
-        lambda: BuiltinSettings(file_tools=False, shell=False)
-    )
-    owners: dict[str, str] = attrs.Factory(dict)
-    prompt: list[str] = attrs.Factory(list)
-    closers: list[Callable[[], Awaitable[None]]] = attrs.Factory(list)
-    handled: set[str] = attrs.Factory(set)
-
-    def add(self, tool: AgentTool, source: str, *, builtin: bool = False) -> None:
-        name = check_tool(tool, source)
-        if name in self.owners:
-            raise NameCollision(f"tool {name!r} is provided by {self.owners[name]} and {source}")
-        self.owners[name] = source
-        (self.builtins if builtin else self.tools).append(tool)
-
-    @property
-    def all_tools(self) -> list[AgentTool]:
-        return [*self.builtins, *self.tools]
+async def _undo_start(
+    workspace: Workspace | None, assembly: Assembly, temporary: str | None
+) -> None:
+    """Release what a failed start opened (shielded: it runs while being cancelled)."""
+    with trio.CancelScope(shield=True):
+        if workspace is not None:
+            workspace.close()
+        for close in reversed(assembly.closers):
+            await close()
+        if temporary is not None:
+            await run_in_worker(_remove_tree, temporary, name="remove workspace")
 
 
 class SessionStarter:
@@ -218,7 +156,7 @@ class SessionStarter:
         hub = EventHub(self._buffer)
         temporary: str | None = None
         workspace: Workspace | None = None
-        assembly = _Assembly()
+        assembly = Assembly()
         try:
             if agent.workspace is not None:
                 root = str(agent.workspace)
@@ -244,6 +182,7 @@ class SessionStarter:
             if harness.context_budget is not None or harness.usage_budget is not None:
                 meter = BudgetMeter(harness.usage_budget, harness.context_budget)
             self._assemble(assembly, builtins, workspace, board, meter)
+            book = bind_subagents(assembly, self._engine, agent, root, meter)
             model: AgentModel = GatedModel(agent.client.model, hub)
             if meter is not None:
                 # A refused call never reaches the model, and the model (and inspect())
@@ -267,18 +206,13 @@ class SessionStarter:
                 .history(history)
                 .tool_journal(self._journal)
                 .max_retries(agent.max_retries)
+                .hooks(agent.hooks)
             )
             agent_session = builder.build()
             if board is not None:
                 board.bind(lambda: agent_session.history)
         except BaseException:
-            with trio.CancelScope(shield=True):
-                if workspace is not None:
-                    workspace.close()
-                for close in reversed(assembly.closers):
-                    await close()
-                if temporary is not None:
-                    await run_in_worker(_remove_tree, temporary, name="remove workspace")
+            await _undo_start(workspace, assembly, temporary)
             raise
         session = Session._create(
             engine=self._engine,
@@ -291,12 +225,13 @@ class SessionStarter:
             closers=assembly.closers,
             warnings=[w for _, c in self._contributions for w in c.warnings],
             meter=meter,
+            transcripts=book,
         )
         self._engine._sessions.append(session)
         return session
 
     async def _integrate(
-        self, agent: Agent, session_id: str, root: pathlib.Path, assembly: _Assembly
+        self, agent: Agent, session_id: str, root: pathlib.Path, assembly: Assembly
     ) -> None:
         request = IntegrationRequest(agent, session_id, root)
         contributions: list[tuple[str, Contribution]] = []
@@ -342,7 +277,7 @@ class SessionStarter:
 
     def _assemble(
         self,
-        assembly: _Assembly,
+        assembly: Assembly,
         builtins: frozenset[str],
         ws: Workspace,
         board: TaskBoard | None,
@@ -393,7 +328,7 @@ class SessionStarter:
                 )
 
     @staticmethod
-    def _add_package(assembly: _Assembly, package: CapabilityPackage) -> None:
+    def _add_package(assembly: Assembly, package: CapabilityPackage) -> None:
         if package.prompt:
             assembly.prompt.append(package.prompt)
         for tool in package.tools:
@@ -422,7 +357,10 @@ class Session(trio.abc.AsyncResource, metaclass=NoPublicConstructor):
         closers: Sequence[Callable[[], Awaitable[None]]],
         warnings: Sequence[str] = (),
         meter: BudgetMeter | None = None,
+        transcripts: TranscriptBook | None = None,
     ) -> None:
+        #: Transcripts of this session's sub-agent calls, by the parent's call id.
+        self.transcripts = transcripts if transcripts is not None else TranscriptBook()
         self._engine = engine
         self.agent = agent
         self.harness = harness
@@ -612,7 +550,8 @@ class Session(trio.abc.AsyncResource, metaclass=NoPublicConstructor):
             # message is protected), so what is shown is what would be sent.
             request = self._meter.fit(request)
         messages = request.messages if text is not None else request.messages[:-1]
-        return SessionContext(messages, request.tools, request.options, self.warnings)
+        parts = composition(self.agent)
+        return SessionContext(messages, request.tools, request.options, self.warnings, **parts)
 
     async def aclose(self) -> None:
         """Close the session (idempotent): end event streams, release the workspace,

@@ -250,3 +250,21 @@ class PluginError(InvalidPlugin):
         self.reason = message
         where = self.file if line is None else f"{self.file}:{line}"
         super().__init__(f"{where}: {message}")
+
+
+class SubAgentTooWide(AppError):
+    """A sub-agent would get a tool its parent session does not have: a sub-agent's
+    authority is never wider than its parent's. ``tools`` names the extra ones."""
+
+    def __init__(self, message: str, *, tools: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.tools = tools
+
+
+class InvalidSubAgent(InvalidAgent):
+    """``Agent.as_tool`` was given a bad name, description, limit or policy."""
+
+
+class InvalidHook(InvalidAgent):
+    """A hook is not a :class:`~emelex.agent.Hook`, or a guardrail does not implement
+    its protocol (or, in a package, a hook reference does not resolve to one)."""

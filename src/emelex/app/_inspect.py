@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 from emelex.agent import AgentSession
@@ -18,6 +20,10 @@ class SessionContext:
     options: GenerationOptions
     #: Non-fatal problems integrations reported (e.g. plugin load warnings).
     warnings: tuple[str, ...] = ()
+    #: Names of the session's lifecycle hooks, in the order they run.
+    hooks: tuple[str, ...] = ()
+    #: The sub-agent tools: (tool name, agent name) pairs.
+    subagents: tuple[tuple[str, str], ...] = ()
 
     @property
     def system_prompt(self) -> str | None:
@@ -29,6 +35,20 @@ class SessionContext:
     @property
     def tool_names(self) -> tuple[str, ...]:
         return tuple(tool.name for tool in self.tools)
+
+
+def composition(agent: Any) -> dict[str, Any]:
+    """The ``hooks`` and ``subagents`` fields of an agent's :class:`SessionContext`."""
+    from emelex.app._subagent import SubAgentTool
+
+    return {
+        "hooks": tuple(hook.name for hook in agent.hooks),
+        "subagents": tuple(
+            (tool.definition.name, tool.agent.name)
+            for tool in agent.tools
+            if isinstance(tool, SubAgentTool)
+        ),
+    }
 
 
 def next_request(session: AgentSession, text: str | None) -> GenerationRequest:

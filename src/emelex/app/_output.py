@@ -162,6 +162,7 @@ def _combined(turns: list[AgentTurn], value: Any) -> TypedTurn[Any]:
         messages=tuple(m for turn in turns for m in turn.messages),
         usage=usage,
         rounds=sum(turn.rounds for turn in turns),
+        hooks=tuple(record for turn in turns for record in turn.hooks),
         output=value,
         turns=tuple(turns),
     )

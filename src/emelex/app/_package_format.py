@@ -4,6 +4,7 @@ A package is a portable folder (see ``docs/app/packages.md``)::
 
     my-agent/
         agent.toml              # [agent] [model] [harness] [workspace] [[capabilities]] [plugins]
+                                # [[hooks]] [[subagents]] (references to host code)
         instructions.md         # the agent's instructions, byte for byte
         files/**                # seeded editable files
         readonly/**             # seeded read-only files
@@ -110,7 +111,9 @@ def unbound_client(binding: str) -> Client:
 
 #: Read-only view used by the reader's manifest checks.
 KEYS: Mapping[str, frozenset[str]] = {
-    "": frozenset({"agent", "model", "harness", "workspace", "capabilities", "plugins"}),
+    "": frozenset(
+        {"agent", "model", "harness", "workspace", "capabilities", "plugins", "hooks", "subagents"}
+    ),
     "agent": frozenset({"name", "description", "version"}),
     "model": frozenset({"binding", "max_tokens", "temperature", "top_p", "seed", "stop"}),
     "harness": frozenset({"preset"}),

@@ -19,6 +19,7 @@ from emelex.app._package_format import (
     VERSION,
 )
 from emelex.app._package_info import DEFAULTS, WRITING_PRESETS
+from emelex.app._package_refs import check_references
 from emelex.app._package_tree import PackageRead
 from emelex.model import GenerationOptions
 
@@ -61,6 +62,7 @@ def read_manifest(read: PackageRead) -> None:
         read.problem(MANIFEST, "bad-toml", f"invalid TOML: {exc}", line)
         return
     read.manifest = manifest
+    read.manifest_text = text
     _check_manifest(read, text, manifest)
 
 
@@ -125,6 +127,7 @@ def _check_manifest(read: PackageRead, text: str, manifest: dict[str, Any]) -> N
     if preset in WRITING_PRESETS and policy != "read_write":
         bad("bad-policy", f"the {preset} preset needs workspace policy read_write", "policy")
     _check_capabilities(read, text, manifest.get("capabilities", []), policy)
+    check_references(read, text, manifest)
     paths = manifest.get("plugins", {}).get("paths", [])
     if not isinstance(paths, list) or not all(isinstance(p, str) and p for p in paths):
         bad("bad-value", "plugins.paths must be a list of package-relative paths", "paths")

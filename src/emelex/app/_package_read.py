@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import os
 import pathlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 
-from emelex.agent import ApprovalPolicy
+from emelex.agent import ApprovalPolicy, Hook
 from emelex.app._agent import SKILL_NAME, Agent, SeedFile
 from emelex.app._errors import (
     AppError,
@@ -32,6 +32,7 @@ from emelex.app._package_format import (
 )
 from emelex.app._package_info import DEFAULTS
 from emelex.app._package_manifest import generation_options, read_manifest
+from emelex.app._package_refs import resolve_hooks, resolve_subagents
 from emelex.app._package_tree import PackageRead, read_tree
 from emelex.app._policy import WorkspacePolicy
 from emelex.app._skill import Skill, skill_files
@@ -155,9 +156,13 @@ class _Parsed:
     plugins: tuple[pathlib.Path, ...]
     files: tuple[SeedFile, ...]
     skills: tuple[Skill, ...]
+    hooks: tuple[Hook, ...] = ()
+    subagents: tuple[Any, ...] = ()
 
 
-def _parse(path: str | os.PathLike[str]) -> tuple[_Parsed | None, list[PackageProblem]]:
+def _parse(
+    path: str | os.PathLike[str], modules: Sequence[str] = ()
+) -> tuple[_Parsed | None, list[PackageProblem]]:
     read = read_package(path)
     instructions = ""
     if read.instructions is not None:
@@ -181,6 +186,13 @@ def _parse(path: str | os.PathLike[str]) -> tuple[_Parsed | None, list[PackagePr
     if any(cid == "skills" for cid, _ in capabilities) and not skills:
         read.problem(MANIFEST, "bad-value", "the skills capability needs at least one skill")
         return None, read.problems
+    # Imported only now, once the manifest is known to be valid (and only modules the
+    # host allowed).
+    text = read.manifest_text
+    hooks = resolve_hooks(read, text, manifest.get("hooks", []), modules)
+    subagents = resolve_subagents(read, text, manifest.get("subagents", []), modules)
+    if read.problems:
+        return None, read.problems
     policy = WorkspacePolicy(
         write=workspace.get("policy", "read_only") == "read_write",
         hidden=tuple(workspace.get("hidden", [])),
@@ -201,6 +213,8 @@ def _parse(path: str | os.PathLike[str]) -> tuple[_Parsed | None, list[PackagePr
         plugins=tuple(read.root / p for p in manifest.get("plugins", {}).get("paths", [])),
         files=tuple(seeds),
         skills=tuple(skills),
+        hooks=tuple(hooks),
+        subagents=tuple(subagents),
     )
     return parsed, []
 
@@ -208,11 +222,13 @@ def _parse(path: str | os.PathLike[str]) -> tuple[_Parsed | None, list[PackagePr
 # -- public API --------------------------------------------------------------------------
 
 
-def validate_package(path: str | os.PathLike[str]) -> list[PackageProblem]:
+def validate_package(
+    path: str | os.PathLike[str], *, modules: Sequence[str] = ()
+) -> list[PackageProblem]:
     """Every problem of the package at ``path`` (empty when it is valid); needs no
     model. Also builds the agent (with a placeholder model and approver) so the
-    builder's own checks are reported."""
-    parsed, problems = _parse(path)
+    builder's own checks are reported. ``modules`` as for :func:`load_package`."""
+    parsed, problems = _parse(path, modules)
     if parsed is None:
         return problems
     try:
@@ -243,6 +259,10 @@ def _build(parsed: _Parsed, client: Client, approver: ApprovalPolicy | None) -> 
             builder.readonly_file(seed.path, seed.content)
         else:
             builder.file(seed.path, seed.content)
+    for hook in parsed.hooks:
+        builder.hook(hook)
+    for subagent in parsed.subagents:
+        builder.tool(subagent)
     for skill in parsed.skills:
         builder.skill(
             skill.name,
@@ -258,6 +278,7 @@ def load_package(
     *,
     bindings: Mapping[str, Client | AgentModel] | None = None,
     approver: ApprovalPolicy | None = None,
+    modules: Sequence[str] = (),
 ) -> LoadedPackage:
     """Load the package at ``path``: its :class:`Agent` and its :class:`PackageInfo`.
 
@@ -266,10 +287,12 @@ def load_package(
     gets the placeholder :func:`unbound_client` whose generations fail. ``approver``
     is host configuration (packages hold no code); without one the agent gets a
     shared :class:`~emelex.agent.DenyAll`, so every gated call (writes, the shell) is
-    denied until the host supplies a real approver. Raises :class:`InvalidPackage`
-    with every problem at once.
+    denied until the host supplies a real approver. ``modules`` are the modules (or
+    dotted prefixes) whose code the package's ``[[hooks]]`` and ``[[subagents]]`` may
+    name; a reference outside them is a problem, and nothing is imported for it.
+    Raises :class:`InvalidPackage` with every problem at once.
     """
-    parsed, problems = _parse(path)
+    parsed, problems = _parse(path, modules)
     if parsed is None:
         raise InvalidPackage(f"package {os.fspath(path)!r} is invalid", problems)
     binding = parsed.info.binding
@@ -292,9 +315,10 @@ def load_agent(
     *,
     bindings: Mapping[str, Client | AgentModel] | None = None,
     approver: ApprovalPolicy | None = None,
+    modules: Sequence[str] = (),
 ) -> Agent:
     """The :class:`Agent` of :func:`load_package` (without the package's metadata)."""
-    return load_package(path, bindings=bindings, approver=approver).agent
+    return load_package(path, bindings=bindings, approver=approver, modules=modules).agent
 
 
 __all__ = ["load_agent", "load_package", "read_package", "validate_package"]

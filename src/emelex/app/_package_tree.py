@@ -33,6 +33,8 @@ class PackageRead:
     root: pathlib.Path
     problems: list[PackageProblem] = attrs.Factory(list)
     manifest: dict[str, Any] = attrs.Factory(dict)
+    #: The manifest's text, for the line numbers of later problems.
+    manifest_text: str = ""
     instructions: bytes | None = None
     files: dict[str, bytes] = attrs.Factory(dict)
     readonly: dict[str, bytes] = attrs.Factory(dict)

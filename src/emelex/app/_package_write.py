@@ -125,6 +125,8 @@ def _exportable(agent: Agent, info: PackageInfo) -> list[str]:
     reasons: list[str] = []
     if agent.tools:
         reasons.append("it has code-defined tools (ship them as a plugin)")
+    if agent.hooks:
+        reasons.append("it has hooks or guardrails (code: name them in [[hooks]] by hand)")
     if agent.workspace is not None:
         reasons.append("it uses a host workspace directory")
     if agent.mcp_servers:

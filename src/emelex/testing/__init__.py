@@ -33,7 +33,14 @@ from emelex.testing._scripted import (
     Think,
     Wait,
 )
-from emelex.testing._tools import ApproveAll, ScriptedApprovals, ScriptedTool
+from emelex.testing._subagent import ScriptedSubAgent
+from emelex.testing._tools import (
+    REVIEWED,
+    ApproveAll,
+    ScriptedApprovals,
+    ScriptedHook,
+    ScriptedTool,
+)
 
 __all__ = [
     # your own tools under cancellation
@@ -48,6 +55,9 @@ __all__ = [
     # tools and approvals
     "ApproveAll",
     "ScriptedApprovals",
+    "REVIEWED",
+    "ScriptedHook",
+    "ScriptedSubAgent",
     "ScriptedTool",
     "ToolBehaviourError",
     # scripted model

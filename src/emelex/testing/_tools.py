@@ -13,11 +13,14 @@ from emelex.agent import (
     ApprovalDecision,
     Approve,
     Deny,
+    Hook,
+    HookContext,
+    ReplaceResult,
     ToolCancellationPolicy,
     ToolInvocation,
     ToolOutput,
 )
-from emelex.model import ToolDefinition
+from emelex.model import ToolCall, ToolDefinition
 from emelex.testing._errors import ToolBehaviourError
 
 
@@ -105,3 +108,29 @@ class ScriptedApprovals:
         if index < len(self.decisions) and self.decisions[index]:
             return Approve()
         return Deny("denied by script")
+
+
+@attrs.define
+class ScriptedHook(Hook):
+    """A lifecycle hook that takes ``delay`` seconds of Trio time at each call and each
+    result, and marks every result it reviewed with ``REVIEWED`` (a replacement), so a
+    test can tell a reviewed result from one that entered history unreviewed."""
+
+    delay: float = 0.0
+    reviewed: list[str] = attrs.field(factory=list)
+
+    async def before_tool_call(
+        self, ctx: HookContext, call: ToolCall, tool: ToolDefinition
+    ) -> None:
+        await trio.sleep(self.delay)
+
+    async def after_tool_result(
+        self, ctx: HookContext, call: ToolCall, output: ToolOutput
+    ) -> ReplaceResult:
+        await trio.sleep(self.delay)
+        self.reviewed.append(call.id)
+        return ReplaceResult(ToolOutput(REVIEWED + output.text, is_error=output.is_error))
+
+
+#: The mark :class:`ScriptedHook` puts in front of every result it reviewed.
+REVIEWED = "[reviewed] "

@@ -29,6 +29,7 @@ from emelex.agent import (
     AgentError,
     AgentEvent,
     AgentSession,
+    AgentSessionBuilder,
     AgentTurn,
     AnswerDelta,
     ApprovalRequested,
@@ -58,7 +59,8 @@ from emelex.testing._errors import (
     ToolContractViolation,
 )
 from emelex.testing._scripted import Call, Finish, Say, ScriptedModel, Step, Think, Wait
-from emelex.testing._tools import ScriptedApprovals, ScriptedTool
+from emelex.testing._subagent import ScriptedSubAgent
+from emelex.testing._tools import REVIEWED, ScriptedApprovals, ScriptedHook, ScriptedTool
 
 # ScriptedModel's provider-local ids look like 'call_0'.
 _PROVIDER_ID = re.compile(r"'call_\d+'")
@@ -87,6 +89,22 @@ class ToolPlan:
 
 
 @attrs.frozen
+class ChildPlan:
+    """A sub-agent tool (named ``sub``) of the generated turn: each call runs one child
+    turn of ``rounds`` with ``tools``, its approvals asked of the parent's policy."""
+
+    rounds: tuple[tuple[Step, ...], ...]
+    tools: tuple[ToolPlan, ...]
+    policy: ToolCancellationPolicy
+
+    def bound(self, delay: int) -> float:
+        """Most MockClock seconds one child turn takes."""
+        waits = sum(s.seconds for r in self.rounds for s in r if isinstance(s, Wait))
+        calls = sum(1 for r in self.rounds for s in r if isinstance(s, Call))
+        return waits + calls * (max(t.duration for t in self.tools) + delay)
+
+
+@attrs.frozen
 class Scenario:
     """One generated turn and its disruption (times are MockClock seconds)."""
 
@@ -96,9 +114,12 @@ class Scenario:
     approval_delay: int
     disruption: Disruption
     at: float  # disruption time; for "consumer", the index of the failing event
+    child: ChildPlan | None = None
+    #: Seconds a :class:`ScriptedHook` takes at each call and result (None: no hook).
+    hook_delay: int | None = None
 
 
-def _tool_plans() -> st.SearchStrategy[tuple[ToolPlan, ...]]:
+def _tool_plans(prefix: str = "tool") -> st.SearchStrategy[tuple[ToolPlan, ...]]:
     plan = st.builds(
         ToolPlan,
         name=st.just(""),
@@ -109,7 +130,7 @@ def _tool_plans() -> st.SearchStrategy[tuple[ToolPlan, ...]]:
         needs_approval=st.booleans(),
     )
     return st.lists(plan, min_size=1, max_size=3).map(
-        lambda plans: tuple(attrs.evolve(p, name=f"tool{i}") for i, p in enumerate(plans))
+        lambda plans: tuple(attrs.evolve(p, name=f"{prefix}{i}") for i, p in enumerate(plans))
     )
 
 
@@ -143,6 +164,17 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     """Hypothesis strategy for :class:`Scenario`."""
     tools = draw(_tool_plans())
     names = [tool.name for tool in tools]
+    child: ChildPlan | None = None
+    if draw(st.booleans()):
+        child_tools = draw(_tool_plans("child"))
+        child_names = [tool.name for tool in child_tools]
+        child_rounds = tuple(
+            draw(_round(child_names, final=False)) for _ in range(draw(st.integers(0, 2)))
+        )
+        child_rounds += (draw(_round(child_names, final=True)),)
+        policy = draw(st.sampled_from(ToolCancellationPolicy))
+        child = ChildPlan(child_rounds, child_tools, policy)
+        names.append("sub")
     tool_rounds = draw(st.integers(0, 3))
     rounds = tuple(draw(_round(names, final=False)) for _ in range(tool_rounds))
     rounds += (draw(_round(names, final=True)),)
@@ -159,6 +191,8 @@ def scenarios(draw: st.DrawFn) -> Scenario:
         approval_delay=draw(st.integers(0, 2)),
         disruption=disruption,
         at=at,
+        child=child,
+        hook_delay=draw(st.none() | st.integers(0, 2)),
     )
 
 
@@ -178,19 +212,26 @@ class Outcome:
     leftover_actors: int
     leftover_threads: int
     tool_names: tuple[str, ...]
+    child_tools: dict[str, ScriptedTool] = attrs.Factory(dict)
+    sub: ScriptedSubAgent | None = None
 
 
 def _time_bound(scenario: Scenario) -> float:
     waits = sum(s.seconds for r in scenario.rounds for s in r if isinstance(s, Wait))
     calls = sum(1 for r in scenario.rounds for s in r if isinstance(s, Call))
-    longest = max(tool.duration for tool in scenario.tools)
-    return waits + calls * (longest + scenario.approval_delay) + 1
+    longest: float = max(tool.duration for tool in scenario.tools)
+    if scenario.child is not None:
+        longest = max(longest, scenario.child.bound(scenario.approval_delay))
+    hooks = 2 * (scenario.hook_delay or 0)
+    return waits + calls * (longest + scenario.approval_delay + hooks) + 1
 
 
 def run_scenario(scenario: Scenario) -> Outcome:
     """Run ``scenario`` in a fresh ``trio.run`` on an autojumping MockClock."""
     tools = {plan.name: plan.build() for plan in scenario.tools}
     approvals = ScriptedApprovals(list(scenario.approvals), delay=scenario.approval_delay)
+    child = scenario.child
+    child_tools = {} if child is None else {plan.name: plan.build() for plan in child.tools}
     events: list[tuple[float, AgentEvent]] = []
     box: dict[str, Any] = {}
 
@@ -201,14 +242,7 @@ def run_scenario(scenario: Scenario) -> Outcome:
 
     async def main() -> None:
         with tempfile.TemporaryDirectory() as workspace:
-            model = ScriptedModel([list(r) for r in scenario.rounds])
-            builder = (
-                AgentSession.builder(model, workspace)
-                .include_file_tools(False)
-                .include_shell_tool(False)
-                .tools(tools.values())
-                .approval_policy(approvals)
-            )
+            builder = _builder(scenario, workspace, tools, approvals, child_tools, box)
             async with open_supervisor("cancellation-suite") as supervisor:
                 with builder.build() as session:
                     box["tool_names"] = session.available_tools
@@ -247,7 +281,36 @@ def run_scenario(scenario: Scenario) -> Outcome:
         leftover_actors=box["actors"],
         leftover_threads=threads,
         tool_names=box["tool_names"],
+        child_tools=child_tools,
+        sub=box.get("sub"),
     )
+
+
+def _builder(
+    scenario: Scenario,
+    workspace: str,
+    tools: dict[str, ScriptedTool],
+    approvals: ScriptedApprovals,
+    child_tools: dict[str, ScriptedTool],
+    box: dict[str, Any],
+) -> AgentSessionBuilder:
+    builder = (
+        AgentSession.builder(ScriptedModel([list(r) for r in scenario.rounds]), workspace)
+        .include_file_tools(False)
+        .include_shell_tool(False)
+        .tools(tools.values())
+        .approval_policy(approvals)
+    )
+    if scenario.hook_delay is not None:
+        builder.hook(ScriptedHook(scenario.hook_delay))
+    child = scenario.child
+    if child is not None:
+        sub = ScriptedSubAgent(
+            "sub", child.rounds, list(child_tools.values()), approvals, workspace, child.policy
+        )
+        box["sub"] = sub
+        builder.tool(sub)
+    return builder
 
 
 async def _disrupt(
@@ -317,7 +380,10 @@ def check_invariants(outcome: Outcome) -> None:
     ran = {call_id for tool in outcome.tools.values() for call_id in tool.started}
     assert not denied & ran, "a denied call ran"
     asked = [e.call_id for e in events if isinstance(e, ApprovalRequested)]
-    assert len(asked) == len(set(asked)) == len(outcome.approvals.asked)
+    own = [context for context in outcome.approvals.asked if not context.chain]
+    assert len(asked) == len(set(asked)) == len(own)
+    _check_child(outcome, events)
+    _check_reviewed(outcome, started)
     # Delta concatenation equals each completed answer.
     deltas: dict[int, list[str]] = {}
     for event in events:
@@ -335,6 +401,55 @@ def check_invariants(outcome: Outcome) -> None:
     assert outcome.finished_at <= _time_bound(scenario)
 
 
+def _check_reviewed(outcome: Outcome, started: set[str]) -> None:
+    """With a result hook, no executed call's result enters history unreviewed: it is
+    the hook's replacement, withheld, or interrupted."""
+    if outcome.scenario.hook_delay is None:
+        return
+    for message in outcome.history:
+        if message.role != "tool" or message.tool_call_id not in started:
+            continue
+        text = message.text
+        # The harness's own synthetic results for a call cut short (see its docs).
+        assert text.startswith((REVIEWED, "result withheld:", "interrupted:")), (
+            f"an unreviewed result entered history: {text!r}"
+        )
+
+
+def _check_child(outcome: Outcome, events: list[AgentEvent]) -> None:
+    """The sub-agent's child turns keep the same invariants, seen from the parent."""
+    sub = outcome.sub
+    if sub is None:
+        return
+    started = [e for e in events if isinstance(e, ToolStarted) and e.name == "sub"]
+    # Every started sub-agent call ran its child turn to an end (nothing detached).
+    assert len(sub.histories) == len(started), "a child turn did not end with its call"
+    for history in sub.histories:
+        validate_history(history, None)
+    results: dict[str, int] = {}
+    for history in sub.histories:
+        for message in history:
+            if message.role == "tool" and message.tool_call_id is not None:
+                results[message.tool_call_id] = results.get(message.tool_call_id, 0) + 1
+    for tool in outcome.child_tools.values():
+        for call_id in tool.started:
+            if tool.policy is ToolCancellationPolicy.FINISH_ONCE_STARTED:
+                assert call_id in tool.finished, "a started child tool did not finish"
+                assert results.get(call_id) == 1, "its result is not in the child's history"
+    # The child's approvals reached the parent's policy with the chain; denied ones
+    # never ran.
+    decisions = outcome.scenario.approvals
+    sub_calls = {e.call_id for e in started}
+    ran = {call_id for tool in outcome.child_tools.values() for call_id in tool.started}
+    for index, context in enumerate(outcome.approvals.asked):
+        if not context.chain:
+            continue
+        assert [link.tool for link in context.chain] == ["sub"]
+        assert context.chain[0].call_id in sub_calls, "a child asked outside a started call"
+        if not (index < len(decisions) and decisions[index]):
+            assert context.call.id not in ran, "a denied child call ran"
+
+
 # -- your own tools: see emelex.testing._contract ----------------------------------------
 
 
@@ -346,6 +461,8 @@ __all__ = [
     "ToolContractError",
     "ToolContractViolation",
     "check_tool_contract_async",
+    "ChildPlan",
+    "Disruption",
     "Outcome",
     "Scenario",
     "ToolPlan",

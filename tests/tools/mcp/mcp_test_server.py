@@ -21,9 +21,11 @@ from mcp.types import (
     AudioContent,
     EmbeddedResource,
     ImageContent,
+    SamplingMessage,
     TextContent,
     TextResourceContents,
 )
+from pydantic import BaseModel
 
 _log = logging.getLogger("emelex.tests.mcp_server")
 #: A 1x1 transparent PNG.
@@ -156,7 +158,40 @@ def build_server(name: str = "emelex-test") -> FastMCP:
     tool = server._tool_manager.get_tool("bad_schema")
     assert tool is not None
     tool.parameters = {"type": "object", "properties": {"value": {"type": "no-such-type"}}}
+
+    @server.tool()
+    async def confirm(action: str, ctx: Context) -> str:  # type: ignore[type-arg]
+        """Ask the user to confirm ``action`` (elicitation); say what they answered."""
+        try:
+            result = await ctx.elicit(f"Really {action}?", schema=Confirmation)
+        except Exception as exc:  # the client offers no elicitation
+            raise ToolError(f"could not ask: {exc}") from exc
+        if result.action == "accept":
+            data = result.data
+            return f"{'confirmed' if data.confirm else 'refused'} {action} ({data.note})"
+        return result.action
+
+    @server.tool()
+    async def summarise(text: str, ctx: Context) -> str:  # type: ignore[type-arg]
+        """Ask the client's model to summarise ``text`` (sampling)."""
+        try:
+            result = await ctx.session.create_message(
+                [SamplingMessage(role="user", content=TextContent(type="text", text=text))],
+                max_tokens=40,
+                system_prompt="Summarise in five words.",
+            )
+        except Exception as exc:
+            raise ToolError(f"could not sample: {exc}") from exc
+        content = result.content
+        assert isinstance(content, TextContent)
+        return f"{result.model}: {content.text}"
+
     return server
+
+
+class Confirmation(BaseModel):
+    confirm: bool
+    note: str = ""
 
 
 if __name__ == "__main__":

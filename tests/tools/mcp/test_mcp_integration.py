@@ -35,3 +35,54 @@ async def test_engine_session_uses_the_agents_mcp_server() -> None:
                 assert results == ["ping"]
             assert len(supervisor.snapshot()) == 0
     assert child_pids() <= before
+
+
+async def test_a_server_samples_the_model_the_application_named() -> None:
+    from emelex.agent import ApprovalContext, ApprovalDecision, Approve, Deny
+    from emelex.app import ModelSampling
+
+    asked: list[ApprovalContext] = []
+
+    class Gate:
+        def __init__(self, allow: bool) -> None:
+            self.allow = allow
+
+        async def decide(self, context: ApprovalContext) -> ApprovalDecision:
+            asked.append(context)
+            return Approve() if self.allow else Deny("no sampling today")
+
+    side_model = ScriptedModel([[Say("a short summary")]])
+    results: list[str] = []
+    for allow in (True, False):
+        sampling = ModelSampling(side_model, approver=Gate(allow), max_tokens=16)
+        model = ScriptedModel([[Call("srv__summarise", {"text": "long text"})], [Say("ok")]])
+        agent = (
+            Agent.builder()
+            .name("sampler")
+            .instructions("Summarise.")
+            .model(model)
+            .approver(ApproveAll())
+            .mcp_server(stdio_server(sampling=sampling))
+            .build()
+        )
+        with trio.fail_after(TEST_TIMEOUT):
+            async with open_supervisor("engine"):
+                engine = Engine(integrations=[McpIntegration(allow_stdio=True)])
+                async with await engine.create(agent).start() as session:
+                    turn = await session.send_and_wait("go")
+        results += [m.text for m in turn.messages if m.role == "tool"]
+    assert results[0] == "ScriptedModel: a short summary"
+    assert "sampling denied: no sampling today" in results[1]
+    # The side model got the server's messages, bounded by the application's max_tokens.
+    (request,) = side_model.requests
+    assert [m.text for m in request.messages] == ["Summarise in five words.", "long text"]
+    assert request.options.max_tokens == 16
+    assert [c.call.name for c in asked] == ["mcp_sampling", "mcp_sampling"]
+    assert asked[0].call.arguments == {"server": "srv", "messages": 1, "max_tokens": 16}
+
+
+def test_model_sampling_denies_by_default() -> None:
+    from emelex.agent import DenyAll
+    from emelex.app import ModelSampling
+
+    assert isinstance(ModelSampling(ScriptedModel([])).approver, DenyAll)

@@ -74,6 +74,8 @@ async def test_discovery_calls_errors_and_clean_shutdown(stdio: McpServer) -> No
                 "srv__block",
                 "srv__wait_started",
                 "srv__wait_cancelled",
+                "srv__confirm",
+                "srv__summarise",
             ]
             # Invalid names and schemas are dropped, each with a warning.
             assert len(connection.warnings) == 2

@@ -12,7 +12,20 @@ and validated without it (install ``emelex[mcp]`` to connect).
 """
 
 from emelex._facade import fix_module_names
+from emelex.tools.mcp._asks import (
+    ElicitAccept,
+    ElicitationAnswer,
+    ElicitationHandler,
+    ElicitationRequest,
+    ElicitCancel,
+    ElicitDecline,
+    SamplingHandler,
+    SamplingMessage,
+    SamplingRequest,
+    SamplingResult,
+)
 from emelex.tools.mcp._config import (
+    DEFAULT_ASK_TIMEOUT,
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_LIVENESS_TIMEOUT,
@@ -33,6 +46,7 @@ from emelex.tools.mcp._connection import (
 )
 from emelex.tools.mcp._errors import (
     InvalidMcpConfig,
+    McpAskRefused,
     McpConnectionFailed,
     McpError,
     McpProtocolError,
@@ -46,6 +60,18 @@ from emelex.tools.mcp._tool import McpTool
 
 __all__ = [
     "ACTOR_KIND",
+    "DEFAULT_ASK_TIMEOUT",
+    "ElicitAccept",
+    "ElicitationAnswer",
+    "ElicitationHandler",
+    "ElicitationRequest",
+    "ElicitCancel",
+    "ElicitDecline",
+    "McpAskRefused",
+    "SamplingHandler",
+    "SamplingMessage",
+    "SamplingRequest",
+    "SamplingResult",
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_LIVENESS_TIMEOUT",

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from emelex.tools.mcp._asks import ElicitationHandler, SamplingHandler
 from emelex.tools.mcp._errors import InvalidMcpConfig
 
 #: Server names: what tool names are prefixed with (``<server>__<tool>``).
@@ -53,6 +54,8 @@ DEFAULT_MAX_RESULT_BYTES: Final = 256 * 1024
 DEFAULT_MAX_TOOLS: Final = 128
 DEFAULT_MAILBOX: Final = 32
 DEFAULT_MAX_CONCURRENT_CALLS: Final = 8
+#: Longest a server's question (elicitation) or generation (sampling) may take.
+DEFAULT_ASK_TIMEOUT: Final = 300.0
 
 StderrMode: TypeAlias = Literal["inherit", "discard"]
 
@@ -287,6 +290,14 @@ def _check_bool(_instance: Any, attribute: Any, value: Any) -> None:
         raise _refuse(f"{attribute.name} must be True or False, got {value!r}")
 
 
+def _optional_handler(protocol: type) -> Any:
+    def check(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value is not None and not isinstance(value, protocol):
+            raise InvalidMcpConfig(f"{attribute.name} must be a {protocol.__name__} or None")
+
+    return check
+
+
 @attrs.frozen
 class McpServer:
     """One MCP server the host trusts enough to connect to.
@@ -310,6 +321,9 @@ class McpServer:
     * ``max_tools``: most tools taken from the server; the rest are dropped with a warning.
     * ``mailbox`` and ``max_concurrent_calls``: the connection actor's bounded request
       queue and how many calls it runs at once.
+    * ``elicitation`` and ``sampling``: handlers for a server that asks back (see
+      :mod:`emelex.tools.mcp._asks`); None (the default) declines. ``ask_timeout``
+      bounds each (an unanswered question is answered ``cancel``).
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -342,6 +356,15 @@ class McpServer:
     )
     max_concurrent_calls: int = attrs.field(
         default=DEFAULT_MAX_CONCURRENT_CALLS, kw_only=True, validator=_int_between(1, 256)
+    )
+    elicitation: ElicitationHandler | None = attrs.field(
+        default=None, kw_only=True, validator=_optional_handler(ElicitationHandler)
+    )
+    sampling: SamplingHandler | None = attrs.field(
+        default=None, kw_only=True, validator=_optional_handler(SamplingHandler)
+    )
+    ask_timeout: float = attrs.field(
+        default=DEFAULT_ASK_TIMEOUT, kw_only=True, validator=_positive_seconds(False)
     )
 
     @classmethod

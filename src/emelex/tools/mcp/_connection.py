@@ -33,6 +33,7 @@ from emelex.runtime import (
     open_unwrapping_nursery,
 )
 from emelex.tools._protocol import ToolOutput
+from emelex.tools.mcp._asks import AskScopes
 from emelex.tools.mcp._config import HttpTransport, McpServer, StdioTransport
 from emelex.tools.mcp._errors import (
     McpConnectionFailed,
@@ -133,6 +134,8 @@ class McpConnection:
         self._serving: trio.CancelScope | None = None
         self._ended = trio.Event()
         self.server_info = McpServerInfo("", "", "", None)
+        #: The server's questions and generations now being answered.
+        self.asks = AskScopes()
 
     # -- public ----------------------------------------------------------------------
     @property
@@ -266,11 +269,12 @@ class McpConnection:
             raise self._closed_error() from exc
         remove = None
         if cancellation is not None:
-            remove = cancellation.add_callback(
-                lambda: request.abandon(
-                    _CallCancelled(f"{label} was cancelled", server=self.server.name)
-                )
-            )
+
+            def cancel() -> None:
+                request.abandon(_CallCancelled(f"{label} was cancelled", server=self.server.name))
+                self.asks.cancel_all()
+
+            remove = cancellation.add_callback(cancel)
         try:
             await request.done.wait()
         finally:
@@ -280,6 +284,7 @@ class McpConnection:
                 # The caller was cancelled (Trio): drop the request; the actor tells the
                 # server. Nothing waits for that here.
                 request.abandon(McpServerClosed(f"{label} was abandoned", server=self.server.name))
+                self.asks.cancel_all()
         if request.error is not None:
             raise request.error
         return request.value
@@ -389,7 +394,7 @@ async def _connection_actor(ctx: ActorContext, server: McpServer, sdk: ModuleTyp
     try:
         with trio.CancelScope() as guard:
             try:
-                async with sdk.open_session(server, on_lost) as session:
+                async with sdk.open_session(server, on_lost, connection.asks) as session:
                     try:
                         with trio.fail_after(server.connect_timeout):
                             init = await sdk.initialize(session)

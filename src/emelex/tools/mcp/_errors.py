@@ -53,3 +53,8 @@ class McpToolNotFound(McpError):
 
 class McpTimeout(McpError):
     """A request to the server did not finish within its configured time."""
+
+
+class McpAskRefused(McpError):
+    """A sampling handler refused a server's request to generate (``reason`` says why;
+    the server receives it as an error)."""

@@ -30,6 +30,7 @@ from mcp.shared.message import SessionMessage
 
 from emelex._version import __version__
 from emelex.tools._protocol import ToolOutput
+from emelex.tools.mcp._asks import AskScopes
 from emelex.tools.mcp._config import HttpTransport, McpServer, StdioTransport
 from emelex.tools.mcp._content import ContentBuilder
 from emelex.tools.mcp._errors import (
@@ -40,6 +41,7 @@ from emelex.tools.mcp._errors import (
     McpTimeout,
     McpToolNotFound,
 )
+from emelex.tools.mcp._sdk_asks import callbacks
 from emelex.tools.mcp._tool import RemoteTool
 
 ReadStream: TypeAlias = MemoryObjectReceiveStream[SessionMessage | Exception]
@@ -225,17 +227,18 @@ class PostGate:
 
 @contextlib.asynccontextmanager
 async def open_session(
-    server: McpServer, on_lost: OnLost | None = None
+    server: McpServer, on_lost: OnLost | None = None, asks: AskScopes | None = None
 ) -> AsyncIterator[ClientSession]:
     """Transport plus ``ClientSession``, entered and exited by the calling task.
 
-    No sampling, elicitation or roots callbacks: a server cannot drive the host's model
-    or read its file system through this client (the SDK answers such requests with an
-    error).
+    Sampling and elicitation only through the handlers the server configuration names
+    (run under ``asks``); never roots: a server cannot read the host's file system
+    through this client (the SDK answers such requests with an error).
     """
+    extra = callbacks(server, asks if asks is not None else AskScopes())
     async with (
         open_transport(server, on_lost) as (read, write),
-        ClientSession(read, write, client_info=_CLIENT_INFO) as session,
+        ClientSession(read, write, client_info=_CLIENT_INFO, **extra) as session,
     ):
         yield session
 
