@@ -345,12 +345,18 @@ async def test_oversized_response(fault_server: FaultServer) -> None:
 
 
 # -- stalls and disconnects -------------------------------------------------------------------
+@pytest.mark.parametrize("with_cancellation", [False, True])
 @pytest.mark.parametrize("scenario", ["stall-headers", "stall-mid", "slow-headers"])
-async def test_stall(fault_server: FaultServer, scenario: str) -> None:
+async def test_stall(fault_server: FaultServer, scenario: str, with_cancellation: bool) -> None:
+    # Without an AgentCancellation a read has no scope of its own: the request's httpx
+    # read timeout is the stall bound; with one, the read's own scope is. Same error.
+    cancellation = AgentCancellation() if with_cancellation else None
     async with OpenAIModel(fault_server.url(scenario), "m", stall_timeout=0.3) as model:
         with trio.fail_after(10):
             with pytest.raises(StreamStalled) as caught:
-                await collect(model)
+                async with model.generate(HELLO, cancellation=cancellation) as stream:
+                    async for _ in stream:
+                        pass
         await fault_server.wait_client_gone(1)
     assert caught.value.timeout == 0.3 and isinstance(caught.value, TransportFailure)
 

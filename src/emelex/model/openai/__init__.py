@@ -35,6 +35,7 @@ from emelex.model.openai._errors import (
     TransportFailure,
     UnsupportedContent,
 )
+from emelex.model.openai._http import retry_after_seconds
 from emelex.model.openai._mapping import (
     ReasoningFields,
     audio_format,
@@ -48,7 +49,6 @@ from emelex.model.openai._model import (
     DEFAULT_STALL_TIMEOUT,
     OpenAIModel,
     OpenAIStream,
-    retry_after_seconds,
 )
 from emelex.model.openai._sse import SSEEvent, SSEParser
 from emelex.model.openai._tokens import LLAMA_CPP_PYTHON_COUNT_PATH, ServerTokenCounter

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import email.utils
 import json
 import math
 import re
-import time
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
 from typing import Any, Final, Literal
@@ -35,6 +33,7 @@ from emelex.model.openai._errors import (
     StreamError,
     StreamStalled,
 )
+from emelex.model.openai._http import ERROR_EXCERPT, retry_after_seconds, server_message
 from emelex.model.openai._mapping import ReasoningFields, reasoning_effort_fields, request_body
 from emelex.model.openai._sse import SSEEvent, SSEParser
 from emelex.model.openai._tokens import LLAMA_CPP_PYTHON_COUNT_PATH, ServerTokenCounter, server_root
@@ -54,7 +53,6 @@ _CLOSE_TIMEOUT: Final = 5.0
 _DRAIN_SECONDS: Final = 1.0
 _DRAIN_BYTES: Final = 64 * 1024
 _ERROR_BODY_BYTES: Final = 16 * 1024
-_ERROR_EXCERPT: Final = 2000
 _UNKNOWN: Final = Capabilities.unknown()
 
 
@@ -354,52 +352,6 @@ def _transport_error(
     return OpenAIError(f"HTTP request to {where} failed {during} ({detail})")
 
 
-def retry_after_seconds(headers: httpx.Headers, now: float | None = None) -> float | None:
-    """The delay a 429 response asks for: ``retry-after-ms``, else ``Retry-After`` as
-    seconds or as an HTTP date (relative to ``now``, a Unix time; default the clock).
-    ``None`` when absent or unreadable; never negative."""
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            value = float(millis)
-        except ValueError:
-            value = math.nan
-        if math.isfinite(value) and value >= 0:
-            return value / 1000.0
-    text = headers.get("retry-after")
-    if text is None:
-        return None
-    text = text.strip()
-    try:
-        seconds = float(text)
-    except ValueError:
-        try:
-            moment = email.utils.parsedate_to_datetime(text)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if moment.tzinfo is None:
-            return None
-        current = time.time() if now is None else now
-        return max(0.0, moment.timestamp() - current)
-    return seconds if math.isfinite(seconds) and seconds >= 0 else None
-
-
-def _server_message(body: str) -> str | None:
-    try:
-        data = json.loads(body)
-    except (json.JSONDecodeError, RecursionError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    error = data.get("error")
-    if isinstance(error, dict):
-        error = error.get("message")
-    for candidate in (error, data.get("message"), data.get("detail")):
-        if isinstance(candidate, str) and candidate:
-            return candidate[:_ERROR_EXCERPT]
-    return None
-
-
 _VERSIONED = re.compile(r"/v\d+[a-z0-9]*$")
 
 
@@ -568,8 +520,8 @@ class OpenAIStream:
                 break
             data += chunk
         body = data[:_ERROR_BODY_BYTES].decode("utf-8", "replace")
-        excerpt = body[:_ERROR_EXCERPT]
-        message = _server_message(body)
+        excerpt = body[:ERROR_EXCERPT]
+        message = server_message(body)
         status = response.status_code
         if status == 429:
             return RateLimited(
@@ -588,6 +540,12 @@ class OpenAIStream:
             self._chunks = response.aiter_bytes()
         model = self._model
         stall = model._stall
+        if self._cancellation is None:
+            # Nothing can stop a read in progress but Trio's own scopes, and the request's
+            # httpx read timeout (the stall timeout) already bounds every socket read
+            # (ReadTimeout -> StreamStalled): no scope of our own, whose entry and exit
+            # were the costliest part of a read (issue 33's SSE row).
+            return await self._read_unscoped(stall)
         with trio.move_on_after(math.inf if stall is None else stall) as scope:
             self._scope = scope
             if self._cancelled:
@@ -611,6 +569,20 @@ class OpenAIStream:
             f"{_shown_url(model._endpoint)} sent nothing for {stall:g} s mid-stream",
             timeout=stall,
         )
+
+    async def _read_unscoped(self, stall: float | None) -> bytes | None:
+        assert self._chunks is not None
+        model = self._model
+        try:
+            chunk = await self._chunks.__anext__()
+        except StopAsyncIteration:
+            return None
+        except httpx.HTTPError as exc:
+            raise _transport_error(exc, model._endpoint, stall, "mid-stream") from exc
+        self._received += len(chunk)
+        if self._received > model._max_response:
+            raise ResponseTooLarge("max_response_bytes", model._max_response, self._received)
+        return chunk
 
     def __aiter__(self) -> OpenAIStream:
         return self
@@ -674,7 +646,7 @@ class OpenAIStream:
         if self._finished:
             return True
         if event.event == "error":
-            raise StreamError(_server_message(event.data) or event.data[:_ERROR_EXCERPT])
+            raise StreamError(server_message(event.data) or event.data[:ERROR_EXCERPT])
         if event.data.strip() == "[DONE]":
             self._complete()
             return True
