@@ -408,16 +408,41 @@ async def _cancel_once(sessions: list[AgentSession], tool: WaitTool, mode: str) 
     return latencies
 
 
-async def trio_cancel_latency(tasks: int, repetitions: int) -> CancelLatency:
-    """The anchor: ``tasks`` bare Trio tasks awaiting an Event under one cancelled scope."""
+async def interleaved_cancel_latency(
+    workspace: str, sessions_count: int, repetitions: int
+) -> tuple[CancelLatency, CancelLatency, CancelLatency]:
+    """(by AgentCancellation, by an enclosing scope, bare Trio): one repetition of each
+    in turn, the order rotating, so a change of the machine's load reaches all three
+    alike instead of whichever ran last (they were three separate runs)."""
     warmup = 2
-    result = CancelLatency()
-    for repetition in range(repetitions + warmup):
-        latencies = await _bare_cancel_once(tasks)
-        if repetition >= warmup:
-            result.samples.extend(latencies)
-            result.slowest.append(max(latencies))
-    return result
+    tools = {mode: WaitTool() for mode in ("agent", "scope")}
+    rounds: list[list[Step]] = [[Call("wait", {})]] * (repetitions + warmup)
+    sessions = {
+        mode: [build_session(ScriptedModel(rounds), workspace, tool) for _ in range(sessions_count)]
+        for mode, tool in tools.items()
+    }
+    results = {mode: CancelLatency() for mode in ("agent", "scope", "bare")}
+    order = ["bare", "agent", "scope"]
+    try:
+        for repetition in range(repetitions + warmup):
+            for mode in order[repetition % 3 :] + order[: repetition % 3]:
+                if mode == "bare":
+                    latencies = await _bare_cancel_once(sessions_count)
+                else:
+                    latencies = await _cancel_once(sessions[mode], tools[mode], mode)
+                if repetition < warmup:
+                    continue
+                result = results[mode]
+                result.samples.extend(latencies)
+                result.slowest.append(max(latencies))
+                if mode != "bare":
+                    tool = tools[mode]
+                    result.stopped.extend(at - tool.cancelled_at for at in tool.stopped_at)
+    finally:
+        for group in sessions.values():
+            for session in group:
+                session.close()
+    return results["agent"], results["scope"], results["bare"]
 
 
 async def _bare_cancel_once(tasks: int) -> list[float]:
@@ -752,21 +777,12 @@ def measure(settings: Settings) -> Measurements:
                 rates.append(trio.run(channel_items_per_second, settings.deltas, buffer))
 
         say(f"\n3. cancellation latency ({settings.cancel_sessions} cooperative tools in flight)")
-        by_agent = trio.run(
-            emelex_cancel_latency,
+        by_agent, by_scope, bare = trio.run(
+            interleaved_cancel_latency,
             workspace,
             settings.cancel_sessions,
             settings.cancel_repetitions,
-            "agent",
         )
-        by_scope = trio.run(
-            emelex_cancel_latency,
-            workspace,
-            settings.cancel_sessions,
-            settings.cancel_repetitions,
-            "scope",
-        )
-        bare = trio.run(trio_cancel_latency, settings.cancel_sessions, settings.cancel_repetitions)
         single = trio.run(
             emelex_cancel_latency, workspace, 1, settings.cancel_repetitions * 4, "agent"
         )
