@@ -102,9 +102,9 @@ async def test_a_partitioned_holder_loses_its_lease_and_its_commit_is_refused(
                 await known_everywhere([b], session_id)
                 assert a._cluster is not None and a._cluster.holds(session_id)
 
-                # A's model answers; A records the request (the first append), then sends
-                # the turn's commit (the second): the network freezes under that statement.
-                proxy.freeze_at(b"FOR NO KEY UPDATE", 2)
+                # A's model answers; A sends the turn's commit, which carries the turn's
+                # request records with it (one append): the network freezes under it.
+                proxy.freeze_at(b"FOR NO KEY UPDATE", 1)
                 gated.gate.set()
                 with trio.fail_after(20):
                     await proxy.froze.wait()

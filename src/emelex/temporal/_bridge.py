@@ -176,7 +176,9 @@ class AsyncioThread:
     """An asyncio loop in its own thread, driven from Trio."""
 
     def __init__(self, name: str = "emelex-asyncio") -> None:
-        self.loop = asyncio.new_event_loop()
+        # A plain loop of its own, whatever loop policy the process installed (asyncio
+        # libraries in tools install trio-asyncio's, which refuses new loops inside Trio).
+        self.loop: asyncio.AbstractEventLoop = asyncio.SelectorEventLoop()
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
         self._thread.start()
 
