@@ -33,9 +33,9 @@ from emelex.agent import DenyAll
 from emelex.app import Agent
 from emelex.contracts import MAX_FILE_CHUNK_BYTES, WorkspacePath
 from emelex.service import Host
-from emelex.service._files import NAMES
-from emelex.service._files_host import session_authority
-from emelex.service._watch_files import Pacing, watch_stream
+from emelex.service.workspace._files import NAMES
+from emelex.service.workspace._files_host import session_authority
+from emelex.service.workspace._watch_files import Pacing, watch_stream
 from emelex.testing import Say, ScriptedModel
 
 try:

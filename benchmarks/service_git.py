@@ -2,7 +2,7 @@
 
 Builds a repository with the real git binary in a temporary directory (100 directories x
 100 files, committed), then times, in the same run and interleaved, the Host's status
-(``emelex.service._git.status_sync``: what ``Host.git_status`` runs on its worker
+(``emelex.service.workspace._git.status_sync``: what ``Host.git_status`` runs on its worker
 thread) and ``git status --porcelain=v2 --untracked-files=all``, which answers the same
 question in one process. Each measure is the median wall time of the repeats; the CPU
 time of each side (the best repeat, git's child time included) is printed beside it,
@@ -26,8 +26,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from emelex.service._git import status_sync
-from emelex.service._gitrepo import _INDEX_CACHE, _INDEX_CACHE_LOCK
+from emelex.service.workspace._git import status_sync
+from emelex.service.workspace._gitrepo import _INDEX_CACHE, _INDEX_CACHE_LOCK
 
 try:
     from benchmarks._table import Row, met, ratio

@@ -52,13 +52,13 @@ from emelex.runtime import open_supervisor
 from emelex.service import Host, ScaleOut
 from emelex.store import Position, Store, open_sqlite_store
 from emelex.store.postgres import PostgresStore, open_postgres_store
-from emelex.store.postgres._reader import TrioReader
-from emelex.store.postgres._store import (
+from emelex.store.postgres._connection import (
     DEFAULT_STATEMENT_SECONDS,
     connection_options,
-    page_query,
 )
-from emelex.store.postgres._store import connect as store_connection
+from emelex.store.postgres._connection import connect as store_connection
+from emelex.store.postgres._queries import page_query
+from emelex.store.postgres._reader import TrioReader
 
 TURN = [
     Message("user", "read the notes and summarize them"),

@@ -62,7 +62,7 @@ from hypercorn.trio import serve as hypercorn_serve
 from emelex.app import export_agent
 from emelex.contracts import QueueChanged, RowsPublished
 from emelex.service import Host, HostClient
-from emelex.service._serve import ServeOptions, serve
+from emelex.service.transport._serve import ServeOptions, serve
 
 try:
     from benchmarks._table import Row, met, number, ratio

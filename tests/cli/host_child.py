@@ -1,5 +1,5 @@
 """A served Host in a process of its own, for the CLI's ``--host`` tests: the code path
-of ``emelex serve`` (``emelex.service._serve.serve``) with an agent the tests script.
+of ``emelex serve`` (``emelex.service.transport._serve.serve``) with an agent the tests script.
 
 ``python -m tests.cli.host_child ROOT SCRIPT OUT [--tcp]`` serves the agent ``helper``:
 a ScriptedModel replaying SCRIPT (the ``scripted:FILE`` format) and one tool, ``save``,
@@ -17,7 +17,7 @@ import trio
 from emelex.agent import DenyAll
 from emelex.app import Agent
 from emelex.cli._models import _scripted
-from emelex.service._serve import Listen, ServeOptions, Serving, serve
+from emelex.service.transport._serve import Listen, ServeOptions, Serving, serve
 from emelex.tools import tool
 
 

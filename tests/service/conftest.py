@@ -13,7 +13,7 @@ import trio
 
 from emelex.app import Agent
 from emelex.service import Host, HostClient
-from emelex.service._serve import Listen, ServeOptions, Serving, serve
+from emelex.service.transport._serve import Listen, ServeOptions, Serving, serve
 
 OpenHost = Callable[..., AbstractAsyncContextManager[Any]]
 

@@ -11,7 +11,7 @@ import trio
 import trio.testing
 
 from emelex.contracts import WatchEnded
-from emelex.service._batching import BACKLOG, MOST_PER_FRAME, send_batched
+from emelex.service.transport._batching import BACKLOG, MOST_PER_FRAME, send_batched
 
 ENDED = WatchEnded(reason="closed", resume_after=None)
 

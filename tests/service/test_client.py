@@ -6,7 +6,7 @@ import pytest
 
 from emelex.contracts import ContractLimitExceeded
 from emelex.service import OperationConflict, ServiceError, TransportError
-from emelex.service._client import _decode, rebuild_error
+from emelex.service.transport._client import _decode, rebuild_error
 
 
 def test_answers_are_bounded_json_objects() -> None:

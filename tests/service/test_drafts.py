@@ -22,7 +22,7 @@ from emelex.contracts import (
     WatchUpdate,
 )
 from emelex.service import Host, HostClient
-from emelex.service._websocket import WebSocket
+from emelex.service.transport._websocket import WebSocket
 from emelex.testing import Fail, Say, ScriptedModel, Think, Wait
 from tests.service.conftest import OpenHost, served
 from tests.service.paced import PacedModel

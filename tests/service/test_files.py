@@ -33,9 +33,9 @@ from emelex.service import (
     WorkspaceUnavailable,
     _files_access,
 )
-from emelex.service._files import NameCache, list_page
-from emelex.service._files_access import exact_name, list_names, os_failure
-from emelex.service._files_host import session_authority
+from emelex.service.workspace._files import NameCache, list_page
+from emelex.service.workspace._files_access import exact_name, list_names, os_failure
+from emelex.service.workspace._files_host import session_authority
 from tests.service.files_support import files_session, list_all, names
 
 BAD_NAME = b"caf\xe9-\xff.txt"  # Latin-1 bytes: not UTF-8
@@ -126,9 +126,9 @@ async def test_one_complete_first_entry_always_advances(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # With a target smaller than any entry, each page still carries one whole entry.
-    monkeypatch.setattr("emelex.service._files.FILES_PAGE_TARGET_BYTES", 10)
+    monkeypatch.setattr("emelex.service.workspace._files.FILES_PAGE_TARGET_BYTES", 10)
     # The directory was just written: let its names be cached at once (see the racy test).
-    monkeypatch.setattr("emelex.service._files.RACY_NS", -1)
+    monkeypatch.setattr("emelex.service.workspace._files.RACY_NS", -1)
     authority = session_authority(str(tmp_path), (), tmp_path / "none")
     for index in range(3):
         (tmp_path / f"n{index}").write_bytes(b"")

@@ -28,10 +28,10 @@ from emelex.service import (
     WorkspacePathNotFound,
     assemble_file,
 )
-from emelex.service._files import NAMES
-from emelex.service._files_host import session_authority
-from emelex.service._read_file import read_stream
-from emelex.service._watch_files import Pacing, watch_stream
+from emelex.service.workspace._files import NAMES
+from emelex.service.workspace._files_host import session_authority
+from emelex.service.workspace._read_file import read_stream
+from emelex.service.workspace._watch_files import Pacing, watch_stream
 from emelex.tools.workspace._linux import RENAME_EXCHANGE, renameat2
 from tests.service.files_support import files_session, list_all, names
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from emelex.service._files_host import hidden_paths, session_authority
+from emelex.service.workspace._files_host import hidden_paths, session_authority
 from emelex.tools.workspace import PatternError
 from tests.service.files_support import files_session, list_all, names
 
@@ -39,9 +39,9 @@ async def test_every_request_of_a_session_shares_its_compiled_hidden_paths(
         assert len(pages) > 1
         assert names(entries) == [f"{index:03d}.txt".encode() for index in range(300)]
         host = files.host
-        assert host._file_authority(files.session_id).hidden is (
-            host._file_authority(files.session_id).hidden
+        assert host._workspace.authority(files.session_id).hidden is (
+            host._workspace.authority(files.session_id).hidden
         )
         # A fresh authority, built as the Host does, hides the same.
         again = session_authority(str(files.workspace), ("*.env",), tmp_path / "none")
-        assert again.hidden is host._file_authority(files.session_id).hidden
+        assert again.hidden is host._workspace.authority(files.session_id).hidden

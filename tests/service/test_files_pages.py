@@ -13,10 +13,10 @@ import trio
 
 from emelex.contracts import FilesPage, WorkspacePath
 from emelex.service import UnknownSession
-from emelex.service._files import NameCache, list_page, list_pages
-from emelex.service._files_access import FileAuthority
-from emelex.service._files_host import session_authority
-from emelex.service._files_pages import (
+from emelex.service.workspace._files import NameCache, list_page, list_pages
+from emelex.service.workspace._files_access import FileAuthority
+from emelex.service.workspace._files_host import session_authority
+from emelex.service.workspace._files_pages import (
     PAGE_LIFETIME,
     READ_AHEAD_BYTES,
     READ_AHEAD_PAGES,
@@ -68,7 +68,7 @@ async def test_a_full_pagination_takes_few_reads_and_equals_single_page_reads(
         with trio.fail_after(120):
             pages, entries = await list_all(files.host, files.session_id, path)
         # 40 pages from batches of 1, 4, 16, then the last 19: four worker hops.
-        assert len(pages) == 40 and files.host._file_pages.reads == 4
+        assert len(pages) == 40 and files.host._workspace.pages.reads == 4
         assert names(entries) == [f"{index:06d}".encode() for index in range(5_000)]
         # Each page is the one a lone read at its cursor gives.
         authority = session_authority(str(files.workspace), (), files.workspace / "host-state")
@@ -190,6 +190,6 @@ async def test_a_cached_page_still_needs_a_known_session(tmp_path: Path) -> None
         path = WorkspacePath.of("d")
         first = await files.host.list_files(files.session_id, path)
         await files.host.list_files(files.session_id, path, after=first.next_after)
-        assert len(files.host._file_pages) == 2
+        assert len(files.host._workspace.pages) == 2
         with pytest.raises(UnknownSession):
             await files.host.list_files("s-unknown", path, after=first.next_after)

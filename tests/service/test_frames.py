@@ -18,9 +18,9 @@ from emelex.contracts import (
     WatchUpdate,
 )
 from emelex.service import TransportError
-from emelex.service._client import _frame_updates
-from emelex.service._frames import BATCH_TEXT, batch_frame, batch_frames, update_frame
-from emelex.service._wsserver import text_frame
+from emelex.service.transport._client import _frame_updates
+from emelex.service.transport._frames import BATCH_TEXT, batch_frame, batch_frames, update_frame
+from emelex.service.transport._wsserver import text_frame
 
 QUEUE = QueueChanged(queue=QueueSnapshot(session_id=SessionId("s-1"), revision=3, entries=()))
 

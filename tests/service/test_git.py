@@ -41,10 +41,10 @@ from emelex.service import (
     SparseCheckoutUnsupported,
     SubmoduleUnsupported,
     UnknownSession,
-    _gitwork,
 )
-from emelex.service._git import diff_sync, git_status, status_sync
-from emelex.service._patch import capture_sync
+from emelex.service.workspace import _gitwork
+from emelex.service.workspace._git import diff_sync, git_status, status_sync
+from emelex.service.workspace._patch import capture_sync
 from emelex.testing import ScriptedModel
 from tests.service.gitrepo import (
     commit,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from emelex.service import InvalidWorkspacePath
-from emelex.service._git import diff_sync, status_sync
+from emelex.service.workspace._git import diff_sync, status_sync
 from tests.service.gitrepo import commit, git_home, init, needs_git, write
 
 _ = git_home  # the fixture, by name

@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emelex.service._gitformat import MODE_FILE, Side, blob_id, file_patch, quote_path
+from emelex.service.workspace._gitformat import MODE_FILE, Side, blob_id, file_patch, quote_path
 from tests.service.gitrepo import git, git_home, init, needs_git
 
 pytestmark = needs_git

@@ -25,7 +25,7 @@ from emelex.service import (
     SubmoduleUnsupported,
     UnknownPatch,
 )
-from emelex.service._patch import capture_sync
+from emelex.service.workspace._patch import capture_sync
 from emelex.store import SCHEMA_VERSION, open_sqlite_store
 from emelex.testing import Call, Say, ScriptedModel
 from emelex.tools import tool

@@ -43,8 +43,8 @@ from emelex.service import (
     UnknownSession,
     assemble_file,
 )
-from emelex.service._files_host import session_authority
-from emelex.service._read_file import _read_all, _Retry, capture, read_stream
+from emelex.service.workspace._files_host import session_authority
+from emelex.service.workspace._read_file import _read_all, _Retry, capture, read_stream
 from tests.service.files_support import FilesSession, files_session
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(range(256)) * 4

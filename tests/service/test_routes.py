@@ -15,8 +15,8 @@ import trio
 from emelex.contracts import SendRequest, WatchRequest, to_wire
 from emelex.service import Host, HostClient
 from emelex.service._api import HostAPI
-from emelex.service._route_doc import route_document
-from emelex.service._routes import BY_METHOD, BY_NAME, ROUTES
+from emelex.service.transport._route_doc import route_document
+from emelex.service.transport._routes import BY_METHOD, BY_NAME, ROUTES
 from emelex.testing import Say
 from tests.service.conftest import served
 from tests.service.test_host import agent
@@ -142,7 +142,7 @@ async def test_a_lost_answer_is_retried_with_the_same_operation(tmp_path: Path) 
 
 
 async def test_batched_subscriptions_send_lists_of_updates(tmp_path: Path) -> None:
-    from emelex.service._websocket import WebSocket
+    from emelex.service.transport._websocket import WebSocket
 
     async with served(tmp_path, {"helper": agent()}) as serving:
         async with HostClient.connect(root=tmp_path) as client:

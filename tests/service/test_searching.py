@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import emelex.service._searching as searching
+import emelex.service.ops._searching as searching
 from emelex import contracts
 from emelex.contracts import ContractLimitExceeded, find_matches
-from emelex.service._searching import match_rows
+from emelex.service.ops._searching import match_rows
 from emelex.store import CandidateRow, Position
 from emelex.store._search import MAX_ROW_HITS
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import trio
 
 from emelex.service import HostClient, RequestTimedOut, TooManyConnections
-from emelex.service._client import rebuild_error
-from emelex.service._http import Limits
-from emelex.service._websocket import WebSocket
+from emelex.service.transport._client import rebuild_error
+from emelex.service.transport._http import Limits
+from emelex.service.transport._websocket import WebSocket
 from emelex.testing import Say
 from tests.service.conftest import served
 from tests.service.test_host import agent

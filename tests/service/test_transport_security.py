@@ -29,10 +29,10 @@ from emelex.service import (
     UnknownRoute,
 )
 from emelex.service._errors import ServeError
-from emelex.service._http import Limits
-from emelex.service._routes import ROUTES
-from emelex.service._serve import Listen, ServeOptions, serve
-from emelex.service._websocket import WebSocket
+from emelex.service.transport._http import Limits
+from emelex.service.transport._routes import ROUTES
+from emelex.service.transport._serve import Listen, ServeOptions, serve
+from emelex.service.transport._websocket import WebSocket
 from emelex.testing import Say
 from tests.service.conftest import served
 from tests.service.test_host import agent

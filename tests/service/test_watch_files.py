@@ -28,9 +28,9 @@ from emelex.contracts import (
     to_wire,
 )
 from emelex.service import InvalidWorkspacePath, UnknownSession, WorkspacePathNotFound
-from emelex.service._files_access import FileAuthority
-from emelex.service._files_host import session_authority
-from emelex.service._watch_files import Pacing, watch_stream
+from emelex.service.workspace._files_access import FileAuthority
+from emelex.service.workspace._files_host import session_authority
+from emelex.service.workspace._watch_files import Pacing, watch_stream
 from tests.service.files_support import files_session, open_fds
 
 UPDATES = Draft202012Validator(schema_for("WatchFilesUpdate"))

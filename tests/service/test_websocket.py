@@ -16,7 +16,7 @@ from wsproto.events import AcceptConnection, CloseConnection, Pong, Request, Tex
 from wsproto.frame_protocol import FrameProtocol
 
 from emelex.service import RequestTooLarge, TransportError
-from emelex.service._websocket import WebSocket
+from emelex.service.transport._websocket import WebSocket
 
 
 class Server:

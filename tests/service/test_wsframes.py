@@ -12,7 +12,15 @@ from wsproto.frame_protocol import FrameProtocol, Opcode
 
 from emelex import EmelexError
 from emelex.service import RequestTooLarge, TransportError
-from emelex.service._wsframes import CLOSE, NO_STATUS, PING, PONG, TEXT, FrameReader, Message
+from emelex.service.transport._wsframes import (
+    CLOSE,
+    NO_STATUS,
+    PING,
+    PONG,
+    TEXT,
+    FrameReader,
+    Message,
+)
 
 
 def _server() -> FrameProtocol:

@@ -10,8 +10,8 @@ from typing import Any
 import trio
 import trio.testing
 
-from emelex.service._websocket import WebSocket
-from emelex.service._wsserver import is_websocket, read_head, serve_websocket
+from emelex.service.transport._websocket import WebSocket
+from emelex.service.transport._wsserver import is_websocket, read_head, serve_websocket
 
 TEXTS = ["a" * 3_000_000, "small", "é" * 700_000, "last"]
 

@@ -19,7 +19,7 @@ import attrs
 import trio
 
 from emelex.app import Agent
-from emelex.service._serve import Listen, ServeOptions, Serving, serve
+from emelex.service.transport._serve import Listen, ServeOptions, Serving, serve
 
 T = TypeVar("T")
 START_SECONDS = 60

@@ -20,7 +20,7 @@ from emelex.contracts import SearchHit, find_matches
 from emelex.contracts._casefold import simple_fold_table
 from emelex.model import Message, ToolCall
 from emelex.runtime import open_supervisor
-from emelex.service._searching import match_rows
+from emelex.service.ops._searching import match_rows
 from emelex.store import (
     SCHEMA_VERSION,
     NewEvent,

@@ -17,9 +17,6 @@ if TYPE_CHECKING:
     from emelex.service._api import (
         HostAPI,
     )
-    from emelex.service._client import (
-        HostClient,
-    )
     from emelex.service._cluster import (
         ScaleOut,
     )
@@ -62,47 +59,50 @@ if TYPE_CHECKING:
         WorkspacePathNotFound,
         WorkspaceUnavailable,
     )
-    from emelex.service._file_assembly import (
-        FileAssembler,
-        FileSnapshot,
-        assemble_file,
-    )
     from emelex.service._host import (
         Host,
     )
-    from emelex.service._serve import (
+    from emelex.service._store import (
+        STORE_ENV,
+        store_from_environment,
+    )
+    from emelex.service.transport._client import (
+        HostClient,
+    )
+    from emelex.service.transport._serve import (
         Listen,
         ServeOptions,
         Serving,
         serve,
     )
-    from emelex.service._store import (
-        STORE_ENV,
-        store_from_environment,
+    from emelex.service.workspace._file_assembly import (
+        FileAssembler,
+        FileSnapshot,
+        assemble_file,
     )
 
 _LAZY = {
     "AttachmentError": "emelex.service._errors",
     "ExternalFilterUnsupported": "emelex.service._errors",
     "FileAccessDenied": "emelex.service._errors",
-    "FileAssembler": "emelex.service._file_assembly",
+    "FileAssembler": "emelex.service.workspace._file_assembly",
     "FileReadCorrupt": "emelex.service._errors",
     "FileReadError": "emelex.service._errors",
     "FileReadIncomplete": "emelex.service._errors",
-    "FileSnapshot": "emelex.service._file_assembly",
+    "FileSnapshot": "emelex.service.workspace._file_assembly",
     "FileTooLarge": "emelex.service._errors",
     "ForkRefused": "emelex.service._errors",
     "GitLimitExceeded": "emelex.service._errors",
     "GitRepositoryError": "emelex.service._errors",
     "GitUnsupported": "emelex.service._errors",
     "Host": "emelex.service._host",
-    "HostClient": "emelex.service._client",
+    "HostClient": "emelex.service.transport._client",
     "HostClosed": "emelex.service._errors",
     "HostLocked": "emelex.service._errors",
     "InteractionSettled": "emelex.service._errors",
     "InvalidRequest": "emelex.service._errors",
     "InvalidWorkspacePath": "emelex.service._errors",
-    "Listen": "emelex.service._serve",
+    "Listen": "emelex.service.transport._serve",
     "NotRepositoryRoot": "emelex.service._errors",
     "OperationConflict": "emelex.service._errors",
     "QueueFull": "emelex.service._errors",
@@ -112,9 +112,9 @@ _LAZY = {
     "ScaleOut": "emelex.service._cluster",
     "HostAPI": "emelex.service._api",
     "ServeError": "emelex.service._errors",
-    "ServeOptions": "emelex.service._serve",
+    "ServeOptions": "emelex.service.transport._serve",
     "ServiceError": "emelex.service._errors",
-    "Serving": "emelex.service._serve",
+    "Serving": "emelex.service.transport._serve",
     "SparseCheckoutUnsupported": "emelex.service._errors",
     "SubmoduleUnsupported": "emelex.service._errors",
     "TooManyConnections": "emelex.service._errors",
@@ -129,8 +129,8 @@ _LAZY = {
     "UnrepresentableName": "emelex.service._errors",
     "WorkspacePathNotFound": "emelex.service._errors",
     "WorkspaceUnavailable": "emelex.service._errors",
-    "assemble_file": "emelex.service._file_assembly",
-    "serve": "emelex.service._serve",
+    "assemble_file": "emelex.service.workspace._file_assembly",
+    "serve": "emelex.service.transport._serve",
     "store_from_environment": "emelex.service._store",
 }
 

@@ -63,31 +63,25 @@ from emelex.contracts import (
     WorkspacePath,
     trusted,
 )
-from emelex.service import _admission, _executor, _forks, _interactions, _workhub
 from emelex.service._cluster import Cluster, ScaleOut
-from emelex.service._context import context_report
 from emelex.service._errors import (
     OperationConflict,
     ServiceError,
-    UnknownAgent,
 )
-from emelex.service._files import NAMES as FILE_NAMES
-from emelex.service._files_access import FileAuthority, check_identity
-from emelex.service._files_host import session_authority
-from emelex.service._files_pages import PageCache, list_files
-from emelex.service._read_file import read_stream
 from emelex.service._recovery import recover
 from emelex.service._registry import Services, SessionRegistry
 from emelex.service._rows import page_row, store_position, wire_row
 from emelex.service._runner import Runner
-from emelex.service._searching import search_page
 from emelex.service._session import HostSession
 from emelex.service._state import (
     rows_after,
 )
 from emelex.service._store import open_host_store
 from emelex.service._watch import DEFAULT_WATCH_BUFFER, Subscriber, WatchStream
-from emelex.service._watch_files import watch_stream
+from emelex.service.ops import _admission, _executor, _forks, _interactions, _workhub
+from emelex.service.ops._context import context_report
+from emelex.service.ops._searching import search_page
+from emelex.service.workspace._views import WorkspaceViews
 from emelex.store import (
     AppendResult,
     NewEvent,
@@ -151,6 +145,7 @@ class Host:
             cluster=lambda: self._cluster,
             titles=titles,
         )
+        self._workspace = WorkspaceViews(self._registry, self._agents, root, lambda: self._closed)
 
     @classmethod
     @asynccontextmanager
@@ -578,7 +573,7 @@ class Host:
             max_attachment_bytes=self._max_attachment_bytes,
             operations=self,
             app_session=lambda session, stored: self._runner.app_session(session, stored=stored),
-            private_dirs=self._private_dirs(),
+            private_dirs=self._workspace.private_dirs,
         )
 
     async def context(self, session_id: str, *, through: int | None = None) -> ContextReport:
@@ -595,45 +590,21 @@ class Host:
             return None
         return stored
 
-    # -- issue 14, part A: git status/diff and completed-work patches -------------------
-    # The logic lives in service/_git.py and service/_patch.py (loaded on first use, so
-    # opening a Host does not import dulwich).
+    # -- workspace views (see workspace/_views.py) ------------------------------------------
     async def git_status(self, session_id: str) -> GitStatus | None:
         """Fresh status of the session's repository (None: its workspace holds none).
         The workspace must be the repository's root."""
-        from emelex.service._git import git_status
-
-        workspace = await self._checked_workspace(session_id)
-        return await git_status(workspace, self._private_dirs())
+        return await self._workspace.git_status(session_id)
 
     async def git_diff(self, session_id: str, area: GitArea, path: bytes) -> GitDiff | None:
         """One path's diff: ``staged`` HEAD->index, ``worktree`` index->working file,
         ``untracked`` empty->working file (None: no repository)."""
-        from emelex.service._git import git_diff
-
-        workspace = await self._checked_workspace(session_id)
-        return await git_diff(workspace, area, path, self._private_dirs())
-
-    async def _checked_workspace(self, session_id: str) -> str:
-        """The session's workspace, once it is still the directory it was created on."""
-        state = self._registry.get(session_id)
-        expected = state.log.workspace_identity
-        await trio.to_thread.run_sync(check_identity, state.workspace, expected)
-        return state.workspace
-
-    def _private_dirs(self) -> tuple[str, ...]:
-        """The Host's own state, never part of a workspace's work (when it lies inside)."""
-        return (os.path.realpath(self.root),)
+        return await self._workspace.git_diff(session_id, area, path)
 
     async def snapshot_patch(self, session_id: str, *, operation: str) -> SnapshotPatchReceipt:
         """Capture the session's completed work as an immutable patch once no turn that
         may write its workspace is running; a retry returns the original receipt."""
-        from emelex.service._patch import snapshot_patch
-
-        state = self._registry.get(session_id)
-        self._registry.check_open()
-        await self._checked_workspace(session_id)
-        return await snapshot_patch(self._services, state, operation)
+        return await self._workspace.snapshot_patch(self._services, session_id, operation)
 
     async def read_patch(
         self,
@@ -644,21 +615,7 @@ class Host:
         limit: int = MAX_PATCH_PAGE_BYTES,
     ) -> PatchPage:
         """Original bytes of a captured patch from ``offset``; follow ``next_offset``."""
-        from emelex.service._patch import read_patch
-
-        self._registry.get(session_id)
-        return await read_patch(self._services, session_id, patch_id, offset, limit)
-
-    # -- workspace files (issue 14, part B): list_files, watch_files, read_file ------------
-    # Thin delegations: the work lives in _files.py, _watch_files.py and _read_file.py.
-    def _file_authority(self, session_id: str) -> FileAuthority:
-        state = self._registry.get(session_id)
-        agent = self._agents.get(state.agent_name)
-        if agent is None:  # its hidden paths are unknown here: fail closed
-            raise UnknownAgent(f"the Host knows no agent named {state.agent_name!r}")
-        return session_authority(
-            state.workspace, agent.workspace_policy.hidden, self.root, state.log.workspace_identity
-        )
+        return await self._workspace.read_patch(self._services, session_id, patch_id, offset, limit)
 
     async def list_files(
         self,
@@ -669,12 +626,7 @@ class Host:
     ) -> FilesPage:
         """One page (at most 128 entries) of the direct children of ``path`` (None: the
         workspace root) after ``after`` (a page's ``next_after``); see docs/service/files.md."""
-        authority = self._file_authority(session_id)
-        return await list_files(self._file_pages, FILE_NAMES, authority, session_id, path, after)
-
-    @functools.cached_property
-    def _file_pages(self) -> PageCache:
-        return PageCache()  # pages read ahead for list_files, this Host's own
+        return await self._workspace.list_files(session_id, path, after)
 
     @asynccontextmanager
     async def watch_files(
@@ -682,7 +634,7 @@ class Host:
     ) -> AsyncIterator[AsyncIterator[WatchFilesUpdate]]:
         """``ready`` after the initial scan, then coalesced ``changed`` notifications
         (reread from the beginning) until ``unavailable``, ``error`` or ``end``."""
-        stream = watch_stream(self._file_authority(session_id), path, lambda: self._closed)
+        stream = self._workspace.watch_files(session_id, path)
         try:
             yield stream
         finally:
@@ -694,13 +646,13 @@ class Host:
     ) -> AsyncIterator[AsyncIterator[ReadFileUpdate]]:
         """One regular file: ``begin``, chunks and ``end``, or one explicit result
         (absent, changed, binary, unsupported). Check it with ``assemble_file``."""
-        stream = read_stream(self._file_authority(session_id), path, expected_version)
+        stream = self._workspace.read_file(session_id, path, expected_version)
         try:
             yield stream
         finally:
             await stream.aclose()
 
-    # -- scale-out (issue 16): several Hosts on one PostgreSQL store, see _cluster.py ---------
+    # -- scale-out: several Hosts on one PostgreSQL store (see _cluster.py) -------------------
     async def _join_cluster(self, options: ScaleOut | None) -> None:
         if isinstance(self._store, SqliteStore):
             return  # one Host, one file; psycopg is not even imported
@@ -712,7 +664,7 @@ class Host:
             )
             await self._nursery.start(self._cluster.run)
 
-    # -- live drafts (issue 15): streaming answers to live watchers ----------------------
+    # -- live drafts: streaming answers to live watchers -----------------------------------
     # Thin delegations: the work lives in _drafts.py and _drafting.py.
     def _attach_drafts(self, state: HostSession, subscriber: Subscriber) -> None:
         # A watcher joining mid-answer first gets each draft so far (from offset 0).

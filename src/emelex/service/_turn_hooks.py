@@ -21,7 +21,6 @@ from emelex.agent import ApprovalContext, ApprovalDecision, Deny, current_turn
 from emelex.contracts import Interaction, ToolCallInfo, from_wire, to_wire
 from emelex.model import AgentModel, GenerationRequest, Message
 from emelex.model import to_json as to_json_message
-from emelex.service._context import RecordingModel, summarize
 from emelex.service._drafting import DraftingModel
 from emelex.service._drafts import DRAFT_INTERVAL
 from emelex.service._errors import ServiceError
@@ -32,6 +31,7 @@ from emelex.service._events import (
     TURN_JOURNAL,
 )
 from emelex.service._session import HostSession
+from emelex.service.ops._context import RecordingModel, summarize
 from emelex.store import NewEvent
 
 Spawn = Callable[..., Any]

@@ -17,7 +17,7 @@ from emelex._errors import SerializationError
 from emelex._text import clip
 from emelex.model import Message, from_json
 from emelex.store._errors import StoreCorrupt
-from emelex.store._log import Position, RowFields, StoredCall, StoredRow
+from emelex.store._log import Position, RowFields, StoredCall, StoredEvent, StoredRow
 
 TITLE_CHARACTERS = 200
 #: The most rows (or events) one read returns.
@@ -181,4 +181,20 @@ def decode_session(path: str, session_id: str, row: Any, bodies: Sequence[Any]) 
         config=json_object_field(row[4], path, session_id, "config"),
         turns=count_field(row[5], path, session_id, "turns"),
         messages=tuple(messages),
+    )
+
+
+def decode_event(path: str, session_id: str, r: Any) -> StoredEvent:
+    """A stored event from its ``(sequence, kind, turn_id, at, payload)`` columns, each
+    checked (SQLite columns take any type; PostgreSQL's pass the same checks)."""
+    field = f"events[sequence={r[0]}]"
+    turn_id = r[2]
+    if turn_id is not None:
+        turn_id = text_field(turn_id, path, session_id, field + ".turn_id")
+    return StoredEvent(
+        sequence=count_field(r[0], path, session_id, field),
+        kind=text_field(r[1], path, session_id, field + ".kind"),
+        turn_id=turn_id,
+        at=number_field(r[3], path, session_id, field + ".at"),
+        payload=json_object_field(r[4], path, session_id, field + ".payload"),
     )

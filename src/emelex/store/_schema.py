@@ -25,7 +25,8 @@ from itertools import groupby
 
 from emelex._errors import SerializationError
 from emelex._text import clip
-from emelex.model import Message, from_json, to_json
+from emelex.model import Message, from_json
+from emelex.store._append_plan import PlannedRow, planned_row
 from emelex.store._errors import StoreCorrupt, StoreError
 from emelex.store._log import ToolNames, turn_events
 from emelex.store._permissions import create_private_file, warn_if_looser
@@ -188,7 +189,8 @@ def _migrate_1_to_2(db: sqlite3.Connection, path: str) -> None:
                     (session_id, sequence, event.kind, event.turn_id, at, json.dumps(payload)),
                 )
                 for index, message in enumerate(event.rows):
-                    insert_row(db, session_id, sequence, index, str(turn_id), message, names)
+                    row = planned_row(sequence, index, str(turn_id), message, names)
+                    insert_row(db, session_id, row)
         db.execute("UPDATE sessions SET last_sequence=? WHERE id=?", (sequence, session_id))
     db.execute("DROP TABLE messages")
 
@@ -277,55 +279,40 @@ def _build_blocks(db: sqlite3.Connection, path: str) -> None:
             append_to_blocks(db, session_id, entries)
 
 
-def insert_row(
-    db: sqlite3.Connection,
-    session_id: str,
-    sequence: int,
-    index: int,
-    turn_id: str,
-    message: Message,
-    names: ToolNames,
-    *,
-    internal: bool = False,
-) -> tuple[list[int], str] | None:
-    """Insert one row; returns its search-block entry (None for an internal row, which
-    search never shows)."""
-    fields = names.row_fields(message, internal=internal)
-    calls = calls_json(message)
+def insert_row(db: sqlite3.Connection, session_id: str, row: PlannedRow) -> None:
+    """Insert one planned row, and the names of the calls it proposes."""
+    fields = row.fields
     db.execute(
         INSERT_ROW,
         (
             session_id,
-            sequence,
-            index,
-            turn_id,
+            row.sequence,
+            row.index,
+            row.turn_id,
             fields.role,
             int(fields.internal),
             fields.tool_name,
             fields.tool_call_id,
             fields.body,
             fields.thinking,
-            calls,
-            to_json(message),
+            row.calls,
+            row.message,
         ),
     )
-    if message.tool_calls:
+    if row.call_names:
         # Tool rows carry only the call id; this keeps the name for results stored later.
         db.executemany(
             "INSERT OR IGNORE INTO calls (session_id, call_id, tool_name) VALUES (?, ?, ?)",
-            [(session_id, call.id, call.name) for call in message.tool_calls],
+            [(session_id, call_id, name) for call_id, name in row.call_names],
         )
-    if fields.internal:
-        return None
-    return searchable(fields.body, fields.thinking, arguments_of(calls))
 
 
-def calls_json(message: Message) -> str | None:
-    """The proposed calls as ``[[id, name, arguments], ...]`` (None without calls), so
-    pages and searches need not decode the whole message."""
-    if not message.tool_calls:
+def search_entry(row: PlannedRow) -> tuple[list[int], str] | None:
+    """A planned row's search-block entry (None for an internal row, which search never
+    shows)."""
+    if row.fields.internal:
         return None
-    return json.dumps([[c.id, c.name, c.arguments] for c in message.tool_calls])
+    return searchable(row.fields.body, row.fields.thinking, arguments_of(row.calls))
 
 
 #: ``MIGRATIONS[n]`` turns schema ``n`` into schema ``n + 1`` (inside one transaction).

@@ -9,10 +9,8 @@ Messages are stored in emelex's versioned JSON form. Every value read back is ch
 :class:`StoreCorrupt` naming the session and field. The file is created 0600 (its -wal
 and -shm follow), and a looser file is reported on open.
 
-Over 700 lines: the one SQLite implementation of the ``Store`` protocol; checked
-decoding is shared with the PostgreSQL store (``_decode.py``), and the append plan both
-stores repeat (events to rows, tool names, search blocks) is still here, to move to a
-module of its own next.
+Checked decoding (``_decode.py``) and the append plan (``_append_plan.py``) are shared
+with the PostgreSQL store; this module keeps only SQLite's statements and threads.
 """
 
 from __future__ import annotations
@@ -22,26 +20,22 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 import trio
 
-from emelex._builders import positional_builder
 from emelex.model import Message, to_json
 from emelex.runtime import DedicatedWorker, WorkerJob, open_dedicated_worker
+from emelex.store._append_plan import EncodedAppend
 from emelex.store._decode import (
     MAX_PAGE_ROWS,
     SessionSummary,
     StoredSession,
-    calls_field,
     count_field,
-    decode_row,
+    decode_event,
     decode_session,
     json_object_field,
     number_field,
-    raise_bad_row,
-    row_field,
-    session_title,
     text_field,
 )
 from emelex.store._errors import (
@@ -53,21 +47,26 @@ from emelex.store._errors import (
 )
 from emelex.store._inline import INLINE_ROWS, InlineReader, _InlineBusy
 from emelex.store._log import (
-    TURN_SETTLED,
     AppendResult,
     NewEvent,
     OperationRecord,
     Outcome,
     Position,
-    RowFields,
     RowPage,
     StoredEvent,
     StoredRow,
-    ToolNames,
     turn_events,
 )
-from emelex.store._schema import INSERT_EVENT, connect, insert_row
-from emelex.store._search import CandidatePage, _BadBlock, append_to_blocks, scan_blocks
+from emelex.store._schema import connect
+from emelex.store._search import CandidatePage, _BadBlock, scan_blocks
+from emelex.store._sqlite_append import append_planned
+from emelex.store._sqlite_pages import (
+    SELECT_PAGE,
+    SELECT_ROWS,
+    built_rows,
+    fence_and_rows,
+    stored_row,
+)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -84,11 +83,6 @@ def _map_sqlite(exc: sqlite3.Error, path: str, session_id: str | None = None) ->
     if code is not None and code & 0xFF in _CORRUPT_CODES:
         return StoreCorrupt(str(exc), path=path, session_id=session_id)
     return StoreError(f"store {path}: {exc}")
-
-
-_position = positional_builder(Position)
-_row_fields = positional_builder(RowFields)
-_stored_row = positional_builder(StoredRow)
 
 
 class SqliteStore:
@@ -167,7 +161,7 @@ class SqliteStore:
     ) -> AppendResult:
         """Create a session and append its first ``events`` (with ``operation``'s receipt)
         in one transaction. Raises :class:`SessionExists` when the id is taken."""
-        encoded = [(event, json.dumps(event.payload)) for event in events]
+        encoded = EncodedAppend.untitled(events)
 
         def create(job: WorkerJob[sqlite3.Connection, AppendResult]) -> AppendResult:
             db = job.resource
@@ -182,7 +176,7 @@ class SqliteStore:
                     )
                 except sqlite3.IntegrityError as exc:
                     raise SessionExists(f"session {session_id} already exists") from exc
-                result = self._append(db, session_id, encoded, 0, "", operation)
+                result = append_planned(db, self.path, session_id, encoded, operation)
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
@@ -238,15 +232,13 @@ class SqliteStore:
         nothing is appended and the original receipt is returned (``replayed``); with
         another digest, :class:`OperationConflict` is raised and nothing changes.
         """
-        encoded = [(event, json.dumps(event.payload)) for event in events]
-        settled = sum(1 for event in events if event.kind == TURN_SETTLED)
-        title = session_title([row for event in events for row in event.rows])
+        encoded = EncodedAppend.of(events)
 
         def append(job: WorkerJob[sqlite3.Connection, AppendResult]) -> AppendResult:
             db = job.resource
             db.execute("BEGIN IMMEDIATE")
             try:
-                result = self._append(db, session_id, encoded, settled, title, operation)
+                result = append_planned(db, self.path, session_id, encoded, operation)
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
@@ -256,83 +248,7 @@ class SqliteStore:
         result: AppendResult = await self._run(append, session_id)
         return result
 
-    def _append(
-        self,
-        db: sqlite3.Connection,
-        session_id: str,
-        encoded: list[tuple[NewEvent, str]],
-        settled: int,
-        title: str,
-        operation: OperationRecord | None,
-    ) -> AppendResult:
-        row = db.execute("SELECT last_sequence FROM sessions WHERE id=?", (session_id,)).fetchone()
-        if row is None:
-            raise SessionNotFound(f"no stored session {session_id}")
-        last = count_field(row[0], self.path, session_id, "sessions.last_sequence")
-        if operation is not None:
-            used = db.execute(
-                "SELECT digest, receipt FROM operations WHERE session_id=? AND reference=?",
-                (session_id, operation.reference),
-            ).fetchone()
-            if used is not None:
-                if used[0] != operation.digest:
-                    raise OperationConflict(session_id, operation.reference)
-                original = text_field(used[1], self.path, session_id, "operations.receipt")
-                return AppendResult(sequences=(), receipt=original, replayed=True)
-        now = time.time()
-        names = self._tool_names(db, session_id, encoded)
-        sequences = []
-        searchable: list[tuple[int, int, tuple[list[int], str]]] = []
-        for offset, (event, payload) in enumerate(encoded, start=1):
-            sequence = last + offset
-            sequences.append(sequence)
-            values = (session_id, sequence, event.kind, event.turn_id, now, payload)
-            db.execute(INSERT_EVENT, values)
-            for index, message in enumerate(event.rows):
-                entry = insert_row(
-                    db, session_id, sequence, index, event.turn_id or "", message, names
-                )
-                if entry is not None:
-                    searchable.append((sequence, index, entry))
-        append_to_blocks(db, session_id, searchable)
-        db.execute(
-            "UPDATE sessions SET updated_at=?, turns=turns+?, last_sequence=?,"
-            " title=CASE WHEN title='' THEN ? ELSE title END WHERE id=?",
-            (now, settled, last + len(encoded), title, session_id),
-        )
-        receipt: str | None = None
-        if operation is not None:
-            db.execute(
-                "INSERT INTO operations (session_id, reference, digest, sequence, receipt)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (session_id, operation.reference, operation.digest, last, operation.receipt),
-            )
-            receipt = operation.receipt
-        return AppendResult(sequences=tuple(sequences), receipt=receipt, replayed=False)
-
-    @staticmethod
-    def _tool_names(
-        db: sqlite3.Connection, session_id: str, encoded: list[tuple[NewEvent, str]]
-    ) -> ToolNames:
-        """Tool names of calls this append answers but an earlier event proposed."""
-        names = ToolNames()
-        proposed = {call.id for event, _ in encoded for m in event.rows for call in m.tool_calls}
-        answered = {
-            m.tool_call_id
-            for event, _ in encoded
-            for m in event.rows
-            if m.tool_call_id is not None and m.tool_call_id not in proposed
-        }
-        for call_id in answered:
-            found = db.execute(
-                "SELECT tool_name FROM calls WHERE session_id=? AND call_id=?",
-                (session_id, call_id),
-            ).fetchone()
-            if found is not None and isinstance(found[0], str):
-                names.remember(call_id, found[0])
-        return names
-
-    # -- captured patches (issue 14) ---------------------------------------------------------
+    # -- captured patches ----------------------------------------------------------------------
     async def append_patch(
         self,
         session_id: str,
@@ -346,13 +262,13 @@ class SqliteStore:
         """Store an immutable patch with the events announcing it and ``operation``'s
         receipt, in one transaction. A replayed operation stores nothing and returns the
         original receipt (``replayed``), as :meth:`append_events` does."""
-        encoded = [(event, json.dumps(event.payload)) for event in events]
+        encoded = EncodedAppend.untitled(events)
 
         def append(job: WorkerJob[sqlite3.Connection, AppendResult]) -> AppendResult:
             db = job.resource
             db.execute("BEGIN IMMEDIATE")
             try:
-                result = self._append(db, session_id, encoded, 0, "", operation)
+                result = append_planned(db, self.path, session_id, encoded, operation)
                 if not result.replayed:
                     db.execute(
                         "INSERT INTO patches (session_id, patch_id, info, data)"
@@ -458,24 +374,13 @@ class SqliteStore:
 
         def page(db: sqlite3.Connection) -> Any:
             # The caller holds one read transaction: one snapshot for the fence and rows.
-            row = db.execute(
-                "SELECT last_sequence FROM sessions WHERE id=?", (session_id,)
-            ).fetchone()
-            if row is None:
-                raise SessionNotFound(f"no stored session {session_id}")
-            fence = row[0] if through is None else through
-            rows = db.execute(
-                _SELECT_ROWS + " WHERE session_id=? AND source_sequence<=?"
-                " AND (source_sequence, item_index) > (?, ?)"
-                + ("" if include_internal else " AND internal=0")
-                + " ORDER BY source_sequence, item_index LIMIT ?",
-                (session_id, fence, start.source_sequence, start.item_index, limit + 1),
-            ).fetchall()
-            return fence, rows
+            return fence_and_rows(
+                db, SELECT_ROWS, session_id, through, start, include_internal, limit
+            )
 
         fence, rows = await self._read_snapshot(page, session_id, small=limit <= INLINE_ROWS)
         fence = count_field(fence, self.path, session_id, "sessions.last_sequence")
-        decoded = tuple(self._row(session_id, r) for r in rows[:limit])
+        decoded = tuple(stored_row(self.path, session_id, r) for r in rows[:limit])
         more = len(rows) > limit
         return RowPage(
             through=fence, rows=decoded, next_after=decoded[-1].position if more else None
@@ -504,55 +409,13 @@ class SqliteStore:
         start = after if after is not None else Position(0, -1)
 
         def page(db: sqlite3.Connection) -> Any:
-            row = db.execute(
-                "SELECT last_sequence FROM sessions WHERE id=?", (session_id,)
-            ).fetchone()
-            if row is None:
-                raise SessionNotFound(f"no stored session {session_id}")
-            fence = row[0] if through is None else through
-            rows = db.execute(
-                _SELECT_PAGE + " WHERE session_id=? AND source_sequence<=?"
-                " AND (source_sequence, item_index) > (?, ?)"
-                + ("" if include_internal else " AND internal=0")
-                + " ORDER BY source_sequence, item_index LIMIT ?",
-                (session_id, fence, start.source_sequence, start.item_index, limit + 1),
-            ).fetchall()
-            return fence, rows
+            return fence_and_rows(
+                db, SELECT_PAGE, session_id, through, start, include_internal, limit
+            )
 
         fence, rows = await self._read_snapshot(page, session_id, small=limit <= INLINE_ROWS)
         fence = count_field(fence, self.path, session_id, "sessions.last_sequence")
-        path = self.path
-        built = []
-        for r in rows[:limit]:
-            sequence, index, turn_id, role, body, thinking, calls, call_id, tool_name, internal = r
-            # SQLite columns take any type: one expression checks the usual shape, and
-            # only a row that fails it is looked at field by field.
-            if not (
-                int is type(sequence) is type(index)
-                and str is type(turn_id) is type(role) is type(body)
-                and type(thinking) in _TEXT_OR_NULL
-                and type(calls) in _TEXT_OR_NULL
-                and type(call_id) in _TEXT_OR_NULL
-                and type(tool_name) in _TEXT_OR_NULL
-                and sequence >= 0
-                and index >= 0
-            ):
-                raise_bad_row(path, session_id, r)
-            built.append(
-                build(
-                    sequence,
-                    index,
-                    turn_id,
-                    role,
-                    body,
-                    thinking,
-                    () if calls is None else calls_field(calls, path, session_id, row_field(r)),
-                    call_id,
-                    tool_name,
-                    internal != 0,
-                )
-            )
-        return fence, built, len(rows) > limit
+        return fence, built_rows(self.path, session_id, rows[:limit], build), len(rows) > limit
 
     async def search_candidates(
         self,
@@ -634,13 +497,13 @@ class SqliteStore:
 
         def find(job: WorkerJob[sqlite3.Connection, Any]) -> Any:
             return job.resource.execute(
-                _SELECT_ROWS + " WHERE session_id=? AND source_sequence=? AND item_index=?"
+                SELECT_ROWS + " WHERE session_id=? AND source_sequence=? AND item_index=?"
                 " AND source_sequence <= COALESCE(?, source_sequence)",
                 (session_id, position.source_sequence, position.item_index, through),
             ).fetchone()
 
         row = await self._read(find, session_id)
-        return None if row is None else self._row(session_id, row)
+        return None if row is None else stored_row(self.path, session_id, row)
 
     async def events_after(
         self, session_id: str, after: int, *, limit: int = 100
@@ -657,50 +520,7 @@ class SqliteStore:
             ).fetchall()
 
         rows = await self._read(find, session_id)
-        path = self.path
-        events = []
-        for r in rows:
-            field = f"events[sequence={r[0]}]"
-            turn_id = r[2]
-            if turn_id is not None:
-                turn_id = text_field(turn_id, path, session_id, field + ".turn_id")
-            events.append(
-                StoredEvent(
-                    sequence=count_field(r[0], path, session_id, field),
-                    kind=text_field(r[1], path, session_id, field + ".kind"),
-                    turn_id=turn_id,
-                    at=number_field(r[3], path, session_id, field + ".at"),
-                    payload=json_object_field(r[4], path, session_id, field + ".payload"),
-                )
-            )
-        return tuple(events)
-
-    def _row(self, session_id: str, r: Any) -> StoredRow:
-        # Pages decode up to a thousand rows: check the usual shape in one expression,
-        # and only a row that fails it goes through the checks that name the bad field.
-        (sequence, index, turn_id, role, internal, tool_name, call_id, body, thinking) = r[:9]
-        if not (
-            type(sequence) is int
-            and type(index) is int
-            and sequence >= 0
-            and index >= 0
-            and type(turn_id) is str
-            and type(role) is str
-            and type(body) is str
-            and type(r[10]) is str
-            and (tool_name is None or type(tool_name) is str)
-            and (call_id is None or type(call_id) is str)
-            and (thinking is None or type(thinking) is str)
-        ):
-            return decode_row(self.path, session_id, r)
-        calls = r[9]
-        return _stored_row(
-            _position(sequence, index),
-            turn_id,
-            _row_fields(role, body, thinking, tool_name, call_id, internal != 0),
-            () if calls is None else calls_field(calls, self.path, session_id, row_field(r)),
-            r[10],
-        )
+        return tuple(decode_event(self.path, session_id, r) for r in rows)
 
     async def load_config(self, session_id: str) -> dict[str, Any]:
         """The configuration object the session was created with."""
@@ -784,19 +604,6 @@ class SqliteStore:
             "authority": json_object_field(stored.authority, self.path, stored.id, "authority"),
             "messages": [json.loads(to_json(message)) for message in stored.messages],
         }
-
-
-#: The page columns, in the order of ``history_page_as``'s builder.
-_SELECT_PAGE = (
-    "SELECT source_sequence, item_index, turn_id, role, body, thinking, tool_calls,"
-    " tool_call_id, tool_name, internal FROM rows"
-)
-_TEXT_OR_NULL: Final = frozenset({str, type(None)})
-
-_SELECT_ROWS = (
-    "SELECT source_sequence, item_index, turn_id, role, internal, tool_name, tool_call_id,"
-    " body, thinking, tool_calls, message FROM rows"
-)
 
 
 @asynccontextmanager

@@ -30,7 +30,7 @@ from wsproto.events import (
 )
 from wsproto.utilities import RemoteProtocolError
 
-from emelex.service._frames import MAX_CACHED_TEXT, FrameCache
+from emelex.service.transport._frames import MAX_CACHED_TEXT, FrameCache
 
 #: The most a request head may hold before it is refused.
 MAX_HEAD_BYTES: Final = 16 * 1024

@@ -44,7 +44,7 @@ from emelex.service._errors import (
     InvalidWorkspacePath,
     WorkspacePathNotFound,
 )
-from emelex.service._files_access import (
+from emelex.service.workspace._files_access import (
     FILE_FLAGS,
     FileAuthority,
     os_failure,

@@ -38,8 +38,8 @@ from emelex.service._errors import (
     SparseCheckoutUnsupported,
     SubmoduleUnsupported,
 )
-from emelex.service._gitformat import MODE_GITLINK
-from emelex.service._gitindex import EMPTY_INDEX, MAX_INDEX_BYTES, GitIndex, parse_index
+from emelex.service.workspace._gitformat import MODE_GITLINK
+from emelex.service.workspace._gitindex import EMPTY_INDEX, MAX_INDEX_BYTES, GitIndex, parse_index
 from emelex.tools.workspace import Workspace, WorkspaceError
 
 #: Bytes read from one attributes or ignore file.

@@ -32,7 +32,6 @@ from emelex.contracts import (
     from_wire,
     to_wire,
 )
-from emelex.service._batching import send_batched
 from emelex.service._errors import (
     AttachmentError,
     ForkRefused,
@@ -51,11 +50,12 @@ from emelex.service._errors import (
     UnknownRoute,
     UnknownSession,
 )
-from emelex.service._frames import batch_frames, update_frame
-from emelex.service._json import dump, parse_object
-from emelex.service._resource import RESOURCE_TYPE, read_head, rest_of_body
-from emelex.service._route_doc import route_document
-from emelex.service._routes import BY_PATH, Route
+from emelex.service.transport._batching import send_batched
+from emelex.service.transport._frames import batch_frames, update_frame
+from emelex.service.transport._json import dump, parse_object
+from emelex.service.transport._resource import RESOURCE_TYPE, read_head, rest_of_body
+from emelex.service.transport._route_doc import route_document
+from emelex.service.transport._routes import BY_PATH, Route
 
 if TYPE_CHECKING:
     from emelex.service._host import Host

@@ -28,7 +28,7 @@ from wsproto.events import (
 from wsproto.utilities import RemoteProtocolError
 
 from emelex.service._errors import RequestTooLarge, TransportError
-from emelex.service._wsframes import CLOSE, PING, TEXT, FrameReader
+from emelex.service.transport._wsframes import CLOSE, PING, TEXT, FrameReader
 
 _RECEIVE_BYTES: Final = 64 * 1024
 #: The most one read asks for while a large frame is arriving.

@@ -39,11 +39,11 @@ from emelex.service._errors import (
     SubmoduleUnsupported,
     UnknownPatch,
 )
-from emelex.service._git import head_side, run_abortable, staged_changes
-from emelex.service._gitformat import file_patch
-from emelex.service._gitrepo import check, open_repository
-from emelex.service._gitwork import Special, read_work, scan_worktree
 from emelex.service._watch import Subscriber
+from emelex.service.workspace._git import head_side, run_abortable, staged_changes
+from emelex.service.workspace._gitformat import file_patch
+from emelex.service.workspace._gitrepo import check, open_repository
+from emelex.service.workspace._gitwork import Special, read_work, scan_worktree
 from emelex.store import NewEvent, OperationRecord, StoredEvent
 from emelex.store import OperationConflict as StoreOperationConflict
 

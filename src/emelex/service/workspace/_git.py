@@ -37,8 +37,8 @@ from emelex.service._errors import (
     InvalidWorkspacePath,
     ServiceError,
 )
-from emelex.service._files_access import CONTROL_NAMES, shown
-from emelex.service._gitformat import (
+from emelex.service.workspace._files_access import CONTROL_NAMES, shown
+from emelex.service.workspace._gitformat import (
     MODE_EXECUTABLE,
     MODE_FILE,
     MODE_SYMLINK,
@@ -47,7 +47,7 @@ from emelex.service._gitformat import (
     is_binary,
     same_kind,
 )
-from emelex.service._gitrepo import (
+from emelex.service.workspace._gitrepo import (
     OBJECT_ERRORS,
     Repository,
     check,
@@ -55,7 +55,13 @@ from emelex.service._gitrepo import (
     parents,
     raise_for_attributes,
 )
-from emelex.service._gitwork import Change, Special, read_control, read_work, scan_worktree
+from emelex.service.workspace._gitwork import (
+    Change,
+    Special,
+    read_control,
+    read_work,
+    scan_worktree,
+)
 
 T = TypeVar("T")
 

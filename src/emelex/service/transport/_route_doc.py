@@ -13,7 +13,7 @@ from typing import Any
 
 from emelex._version import __version__
 from emelex.contracts import WIRE_UNIONS, WIRE_VERSION, json_schema
-from emelex.service._routes import ROUTES, Route
+from emelex.service.transport._routes import ROUTES, Route
 
 _ERROR_STATUSES = {
     "400": "invalid body (schema or contract bound)",

@@ -40,11 +40,11 @@ from emelex.contracts import (
 from emelex.service import _errors
 from emelex.service._api import HostAPI
 from emelex.service._errors import TransportError
-from emelex.service._frames import FrameCache
-from emelex.service._json import dump, load_fast
-from emelex.service._resource import RESOURCE_TYPE, request_then_resource
-from emelex.service._routes import BY_METHOD, BY_NAME, Route
-from emelex.service._websocket import WebSocket
+from emelex.service.transport._frames import FrameCache
+from emelex.service.transport._json import dump, load_fast
+from emelex.service.transport._resource import RESOURCE_TYPE, request_then_resource
+from emelex.service.transport._routes import BY_METHOD, BY_NAME, Route
+from emelex.service.transport._websocket import WebSocket
 
 #: Where a root's Host listens, relative to the root.
 SOCKET_NAME: Final = ".emelex/host.sock"

@@ -23,9 +23,9 @@ from hypercorn.trio.worker_context import WorkerContext
 from hypercorn.utils import wrap_app
 
 from emelex.service._errors import TooManyConnections
-from emelex.service._http import HostApp, error_body
-from emelex.service._json import dump
-from emelex.service._wsserver import is_websocket, read_head, serve_websocket
+from emelex.service.transport._http import HostApp, error_body
+from emelex.service.transport._json import dump
+from emelex.service.transport._wsserver import is_websocket, read_head, serve_websocket
 
 #: How long a connection whose peer closed its side may still finish an answer.
 _AFTER_EOF_SECONDS = 1.0

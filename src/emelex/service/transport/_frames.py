@@ -14,7 +14,7 @@ from collections import OrderedDict
 from typing import Any, Final
 
 from emelex.contracts import encode_trusted
-from emelex.service._json import dump_fast
+from emelex.service.transport._json import dump_fast
 
 #: Distinct frames each cache keeps (the newest); larger frames are not cached.
 CACHED_FRAMES: Final = 32

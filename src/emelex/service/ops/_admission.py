@@ -33,9 +33,9 @@ from emelex.service._errors import (
     UnknownInvocation,
 )
 from emelex.service._events import QUEUE_ADMITTED, QUEUE_FINISHED, QUEUE_STOP, SESSION_CREATED
-from emelex.service._files_access import identity_of
 from emelex.service._registry import Services, find_receipt
 from emelex.service._state import SESSION_NAMESPACE, operation_receipt
+from emelex.service.workspace._files_access import identity_of
 from emelex.store import NewEvent, OperationRecord, SessionExists
 from emelex.store import OperationConflict as StoreOperationConflict
 

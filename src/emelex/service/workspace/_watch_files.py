@@ -43,7 +43,7 @@ from emelex.service._errors import (
     WorkspacePathNotFound,
     WorkspaceUnavailable,
 )
-from emelex.service._files_access import (
+from emelex.service.workspace._files_access import (
     CONTROL_NAMES,
     FileAuthority,
     Identity,

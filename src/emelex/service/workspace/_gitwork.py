@@ -25,9 +25,15 @@ from dulwich.ignore import IgnoreFilter, IgnoreFilterManager, read_ignore_patter
 
 from emelex.contracts import MAX_GIT_ENTRIES
 from emelex.service._errors import GitLimitExceeded, GitRepositoryError
-from emelex.service._gitformat import MODE_EXECUTABLE, MODE_FILE, MODE_SYMLINK, Side, blob_id
-from emelex.service._gitindex import MODE_BITS, TYPE_BITS, Tracked
-from emelex.service._gitrepo import (
+from emelex.service.workspace._gitformat import (
+    MODE_EXECUTABLE,
+    MODE_FILE,
+    MODE_SYMLINK,
+    Side,
+    blob_id,
+)
+from emelex.service.workspace._gitindex import MODE_BITS, TYPE_BITS, Tracked
+from emelex.service.workspace._gitrepo import (
     MAX_CONTROL_FILE_BYTES,
     Repository,
     check,

@@ -29,8 +29,8 @@ import attrs
 import trio
 
 from emelex.contracts import FILES_PAGE_TARGET_BYTES, FilesPage, WorkspacePath
-from emelex.service._files import NameCache, RawPage, list_pages
-from emelex.service._files_access import FileAuthority
+from emelex.service.workspace._files import NameCache, RawPage, list_pages
+from emelex.service.workspace._files_access import FileAuthority
 
 #: Pages one batched read builds at most, and the estimated wire bytes it stops at.
 READ_AHEAD_PAGES: Final = 64

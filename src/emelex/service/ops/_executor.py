@@ -22,7 +22,6 @@ from emelex.contracts import (
     from_wire,
     to_wire,
 )
-from emelex.service._attachments import check_metadata, extract
 from emelex.service._digest import operation_digest
 from emelex.service._errors import (
     OperationConflict,
@@ -38,6 +37,7 @@ from emelex.service._state import (
     SESSION_NAMESPACE,
     operation_receipt,
 )
+from emelex.service.ops._attachments import check_metadata, extract
 from emelex.store import (
     NewEvent,
 )

@@ -7,7 +7,7 @@ import functools
 import os
 from collections.abc import Iterable
 
-from emelex.service._files_access import FileAuthority
+from emelex.service.workspace._files_access import FileAuthority
 from emelex.tools.workspace import HiddenPaths
 
 

@@ -34,7 +34,7 @@ from emelex.contracts import (
     trusted,
 )
 from emelex.service._errors import InvalidWorkspacePath
-from emelex.service._files_access import (
+from emelex.service.workspace._files_access import (
     CONTROL_NAMES,
     FileAuthority,
     identity_text,

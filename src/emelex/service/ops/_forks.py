@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -77,15 +77,9 @@ async def fork(
     }
     digest = operation_digest("fork", body)
     fork_id = fork_session_id(session_id, operation)
-    # One reference namespace per session: the source's own record of this reference
-    # (a send's, say) conflicts here, and a fork recorded there answers at once.
-    claimed = await services.find_receipt(source, operation, digest)
-    if claimed is not None:
-        return from_wire(ForkReceipt, claimed)
-    if fork_id in services.registry:
-        original = await services.find_receipt(services.registry.get(fork_id), operation, digest)
-        if original is not None:
-            return await _claimed(source, operation, digest, from_wire(ForkReceipt, original))
+    answered = await _earlier_answer(services, source, fork_id, operation, digest)
+    if answered is not None:
+        return answered
     if not 0 <= revision <= source.revision:
         raise ForkRefused(
             f"revision {revision} is not a revision of session {session_id}"
@@ -110,10 +104,7 @@ async def fork(
         "branch": branch,
         "tools": list(wanted if wanted is not None else enabled),
     }
-    events = [NewEvent(SESSION_CREATED, None, dict(config, copied=len(rows)))]
-    for turn, messages in rows:
-        for event in turn_events(turn, messages):
-            events.append(attrs.evolve(event, payload=dict(event.payload, copied=True)))
+    events = _fork_events(config, rows)
     sequence = len(events)
     state = services.registry.new(fork_id, config, created_at=time.time(), events=events)
     receipt = ForkReceipt(
@@ -132,6 +123,34 @@ async def fork(
     state.last_row = None if newest is None else wire_position(newest)
     services.registry.adopt(state)
     return await _claimed(source, operation, digest, receipt)
+
+
+async def _earlier_answer(
+    services: Services, source: HostSession, fork_id: str, operation: str, digest: str
+) -> ForkReceipt | None:
+    """The receipt of this same fork when it was made before (None: it was not)."""
+    # One reference namespace per session: the source's own record of this reference
+    # (a send's, say) conflicts here, and a fork recorded there answers at once.
+    claimed = await services.find_receipt(source, operation, digest)
+    if claimed is not None:
+        return from_wire(ForkReceipt, claimed)
+    if fork_id in services.registry:
+        original = await services.find_receipt(services.registry.get(fork_id), operation, digest)
+        if original is not None:
+            return await _claimed(source, operation, digest, from_wire(ForkReceipt, original))
+    return None
+
+
+def _fork_events(
+    config: dict[str, Any], rows: Sequence[tuple[str, Sequence[Message]]]
+) -> list[NewEvent]:
+    """The new session's first events: its creation, then the copied turns (marked
+    ``copied``, so the fork's own prepared requests are told from its source's)."""
+    events = [NewEvent(SESSION_CREATED, None, dict(config, copied=len(rows)))]
+    for turn, messages in rows:
+        for event in turn_events(turn, messages):
+            events.append(attrs.evolve(event, payload=dict(event.payload, copied=True)))
+    return events
 
 
 async def _claimed(

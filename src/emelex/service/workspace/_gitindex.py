@@ -22,7 +22,7 @@ from emelex.service._errors import (
     SparseCheckoutUnsupported,
     SubmoduleUnsupported,
 )
-from emelex.service._gitformat import MODE_EXECUTABLE, MODE_GITLINK, MODE_SYMLINK
+from emelex.service.workspace._gitformat import MODE_EXECUTABLE, MODE_GITLINK, MODE_SYMLINK
 
 #: Bytes of an index file the Host reads (about 4 million short entries).
 MAX_INDEX_BYTES: Final = 512 * 1024 * 1024

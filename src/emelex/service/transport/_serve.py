@@ -29,8 +29,8 @@ import trio
 from hypercorn.config import Config
 
 from emelex.service._errors import HostLocked, ServeError
-from emelex.service._http import HostApp, Limits
-from emelex.service._listen import serve_listener
+from emelex.service.transport._http import HostApp, Limits
+from emelex.service.transport._listen import serve_listener
 
 if TYPE_CHECKING:
     from emelex.app import Agent, Harness
