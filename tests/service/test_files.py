@@ -31,8 +31,8 @@ from emelex.service import (
     UnrepresentableName,
     WorkspacePathNotFound,
     WorkspaceUnavailable,
-    _files_access,
 )
+from emelex.service.workspace import _files_access
 from emelex.service.workspace._files import NameCache, list_page
 from emelex.service.workspace._files_access import exact_name, list_names, os_failure
 from emelex.service.workspace._files_host import session_authority
