@@ -259,3 +259,35 @@ async def test_execute_streams_its_attachments(tmp_path: Path, open_host: OpenHo
             await host.execute(
                 "helper", "go", operation="x3", attachments=[meta("notes.txt", notes)]
             )
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["bytes", "streamed"])
+async def test_a_resource_longer_than_its_metadata_is_refused_as_itself(
+    tmp_path: Path, open_host: OpenHost, streamed: bool
+) -> None:
+    """The Host refuses the extra bytes while the client is still sending them: the client
+    gets the typed error (not a transport failure once its send stalls), and the same
+    client goes on working."""
+    notes = b"milk\neggs\n"
+    extra = b"x" * (20 * 1024 * 1024)
+
+    async def chunks() -> AsyncIterator[bytes]:
+        data = notes + extra
+        for start in range(0, len(data), 1 << 20):
+            yield data[start : start + (1 << 20)]
+
+    async with open_host(tmp_path / "root", agents={"helper": agent([Say("Done.")])}) as host:
+        with trio.fail_after(60), pytest.raises(AttachmentError, match="more than"):
+            await host.execute(
+                "helper",
+                "go",
+                operation="long",
+                attachments=[meta("notes.txt", notes)],
+                resource=chunks() if streamed else notes + extra,
+            )
+        receipt = await host.execute(
+            "helper", "go", operation="fine", attachments=[meta("notes.txt", notes)], resource=notes
+        )
+        await until_idle(host, receipt.session_id)
+        result = await host.execute_result(receipt.session_id, receipt.invocation_id)
+        assert result is not None and result.status == "completed"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-from collections.abc import AsyncGenerator, AsyncIterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Sequence
 from typing import Any, Final
 
 import trio
@@ -30,10 +30,19 @@ async def _chunks(resource: bytes | AsyncIterable[bytes]) -> AsyncGenerator[byte
             yield data[start : start + CHUNK]
             await trio.lowlevel.checkpoint()
         return
-    async for chunk in resource:
-        if not isinstance(chunk, bytes | bytearray | memoryview):
-            raise AttachmentError(f"the attachments resource yielded {type(chunk).__name__}")
-        yield bytes(chunk)
+    # Typed as object: the caller's values are checked, whatever it declared.
+    iterator: AsyncIterator[object] = aiter(resource)
+    try:
+        async for chunk in iterator:
+            if not isinstance(chunk, bytes | bytearray | memoryview):
+                name = type(chunk).__name__
+                raise AttachmentError(f"the attachments resource yielded {name}")
+            yield bytes(chunk)
+    finally:
+        # Refused part way, the caller's generator is closed here, not left to the GC.
+        close = getattr(iterator, "aclose", None)
+        if close is not None:
+            await close()
 
 
 def check_metadata(metadata: Sequence[AttachmentMeta], limit: int) -> int:

@@ -42,7 +42,7 @@ from emelex.service._api import HostAPI
 from emelex.service._errors import TransportError
 from emelex.service.transport._frames import FrameCache
 from emelex.service.transport._json import dump, load_fast
-from emelex.service.transport._resource import RESOURCE_TYPE, request_then_resource
+from emelex.service.transport._resource import RESOURCE_TYPE, RequestWithResource
 from emelex.service.transport._routes import BY_METHOD, BY_NAME, Route
 from emelex.service.transport._websocket import WebSocket
 
@@ -54,6 +54,8 @@ MAX_ANSWER_BYTES: Final = 256 * 1024 * 1024
 _SEARCH_LIMIT: Final = 200
 #: Delays before each retry of a request that failed in transit.
 RETRY_DELAYS: Final = (0.05, 0.2, 1.0)
+#: Bytes of a resource handed to the HTTP client at a time.
+RESOURCE_CHUNK: Final = 256 * 1024
 
 _ERROR_CLASSES: Final[dict[str, type[EmelexError]]] = {
     "ContractError": ContractError,
@@ -217,18 +219,16 @@ class HostClient:
         self, name: str, request: Any, resource: bytes | AsyncIterable[bytes] | None = None
     ) -> Any:
         route = BY_NAME[name]
-        body: bytes | AsyncIterable[bytes] = dump(to_wire(request))
         headers = {"content-type": "application/json", **self._headers}
         if resource is not None:
             headers["content-type"] = RESOURCE_TYPE
-            head = dump(to_wire(request)) + b"\n"
-            if isinstance(resource, bytes):
-                body = head + resource
-            else:
-                body = request_then_resource(head, resource)
         # A streamed resource cannot be sent twice: its request is tried once.
-        delays = (*RETRY_DELAYS, None) if isinstance(body, bytes) else (None,)
-        for delay in delays:
+        streamed = resource is not None and not isinstance(resource, bytes)
+        for delay in (None,) if streamed else (*RETRY_DELAYS, None):
+            line = dump(to_wire(request))
+            body: bytes | RequestWithResource = line
+            if resource is not None:
+                body = RequestWithResource(line + b"\n", resource, RESOURCE_CHUNK)
             try:
                 response = await self._http.post(route.path, content=body, headers=headers)
                 raw = await response.aread()
@@ -239,6 +239,9 @@ class HostClient:
                 if delay is None:
                     raise TransportError(f"cannot reach the Host: {_describe(exc)}") from exc
                 await trio.sleep(delay)
+            finally:
+                if isinstance(body, RequestWithResource):
+                    await body.aclose()
         value = _decode(raw)
         if response.status_code != 200:
             raise rebuild_error(value, response.status_code)

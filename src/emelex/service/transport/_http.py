@@ -53,7 +53,7 @@ from emelex.service._errors import (
 from emelex.service.transport._batching import send_batched
 from emelex.service.transport._frames import batch_frames, update_frame
 from emelex.service.transport._json import dump, parse_object
-from emelex.service.transport._resource import RESOURCE_TYPE, read_head, rest_of_body
+from emelex.service.transport._resource import RESOURCE_TYPE, ResourceBody, read_head
 from emelex.service.transport._route_doc import route_document
 from emelex.service.transport._routes import BY_PATH, Route
 
@@ -121,10 +121,13 @@ class Limits:
     """What a listener's clients may use. ``max_ws_message`` bounds each WebSocket
     message (hypercorn closes with 1009 above it); ``idle_seconds`` closes a connection
     that sends no request for that long; ``body_seconds`` bounds the arrival of a
-    request's body and ``first_frame_seconds`` a subscription's first frames (its token
-    and request); at most ``max_unauthenticated`` upgrades may wait for a token frame at
-    once (more are refused at once), so connections that never authenticate cannot take
-    the slots of those that do."""
+    request's body (and of each chunk of a resource) and ``first_frame_seconds`` a
+    subscription's first frames (its token and request); at most ``max_unauthenticated``
+    upgrades may wait for a token frame at once (more are refused at once), so
+    connections that never authenticate cannot take the slots of those that do. A
+    request refused while its resource is still arriving has up to ``max_discard_bytes``
+    more read and dropped, so its client gets the answer; past that, the connection
+    closes after the answer."""
 
     max_body_bytes: int = 8 * 1024 * 1024
     max_ws_message: int = 64 * 1024
@@ -133,6 +136,7 @@ class Limits:
     body_seconds: float = 10.0
     first_frame_seconds: float = 5.0
     max_unauthenticated: int = 64
+    max_discard_bytes: int = 64 * 1024 * 1024
 
 
 class HostApp:
@@ -206,11 +210,9 @@ class HostApp:
             if method != "POST":
                 raise InvalidRequest(f"{path} takes POST, not {method}")
             if route.resource and _content_type(scope) == RESOURCE_TYPE:
-                limit = self.limits.max_body_bytes
-                head, first, more = await read_head(receive, limit)
-                resource = rest_of_body(first, more, receive)
-                async with contextlib.aclosing(resource):
-                    await _answer(send, 200, await self._run(route, head, resource))
+                head, first, more = await read_head(receive, self.limits.max_body_bytes)
+                body = ResourceBody(first, more, receive, self.limits.body_seconds)
+                await self._with_resource(route, head, body, send)
                 return
             raw = await self._body(scope, receive)
             await _answer(send, 200, await self._run(route, raw))
@@ -218,6 +220,23 @@ class HostApp:
             if status_of(exc) == 500:
                 _log.exception("the Host failed a request to %s", path)
             await _answer(send, status_of(exc), error_body(exc))
+
+    async def _with_resource(
+        self, route: Route, head: bytes, body: ResourceBody, send: Send
+    ) -> None:
+        """Run a request that carries a resource. Refused before its resource ended, the
+        rest is read (within the limits) so the client, still sending, gets the answer;
+        past them the connection closes after the answer."""
+        try:
+            async with contextlib.aclosing(body.chunks()) as resource:
+                result = await self._run(route, head, resource)
+        except Exception as exc:
+            ended = await body.discard(self.limits.max_discard_bytes)
+            if status_of(exc) == 500:
+                _log.exception("the Host failed a request to %s", route.path)
+            await _answer(send, status_of(exc), error_body(exc), close=not ended)
+            return
+        await _answer(send, 200, result)
 
     async def _body(self, scope: Scope, receive: Receive) -> bytes:
         limit = self.limits.max_body_bytes
@@ -447,12 +466,14 @@ def _content_type(scope: Scope) -> str:
     return ""
 
 
-async def _answer(send: Send, status: int, value: Any) -> None:
+async def _answer(send: Send, status: int, value: Any, *, close: bool = False) -> None:
     body = dump(value)
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
         (b"cache-control", b"no-store"),
     ]
+    if close:  # the request's body was left unread: the connection cannot carry another
+        headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
