@@ -33,7 +33,7 @@ import trio.testing
 
 from emelex.agent import DenyAll
 from emelex.app import Agent
-from emelex.contracts import Position, QueueChanged
+from emelex.contracts import Position, QueueChanged, SearchCursor
 from emelex.model import Message
 from emelex.service import Host
 from emelex.store import NewEvent, open_sqlite_store
@@ -317,7 +317,7 @@ async def search_all(
     """Seconds to page through every hit of ``query``, and the number of hits."""
     began = time.perf_counter()
     hits = 0
-    after: Position | None = None
+    after: SearchCursor | None = None
     through: int | None = None
     while True:
         page = await host.search(session_id, query, through=through, after=after, **options)

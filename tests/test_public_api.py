@@ -468,6 +468,7 @@ EXPECTED: dict[str, set[str]] = {
         "RowField",
         "RowsPublished",
         "SearchField",
+        "SearchCursor",
         "SearchHit",
         "SearchPage",
         "SearchRequest",

@@ -8,6 +8,7 @@ docs and pickles point at the stable path.
 from __future__ import annotations
 
 import contextlib
+import sys
 import types
 from abc import ABCMeta
 from collections.abc import Mapping
@@ -22,7 +23,13 @@ def _owned(facade: str, module: object) -> bool:
     for ``emelex.tools``: the sub-facade claims that one)."""
     if not isinstance(module, str) or not module.startswith(facade + "."):
         return False
-    return module[len(facade) + 1 :].split(".")[0].startswith("_")
+    first = module[len(facade) + 1 :].split(".")[0]
+    if first.startswith("_"):
+        return True
+    # A sub-package without a public list of its own is a room of this facade (the
+    # service's ``ops``, ``transport``, ``workspace``), not a sub-facade.
+    package = sys.modules.get(f"{facade}.{first}")
+    return package is not None and not hasattr(package, "__all__") and module != package.__name__
 
 
 def _fix(facade: str, value: Any, seen: set[int]) -> None:

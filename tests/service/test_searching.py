@@ -1,18 +1,18 @@
-"""A search page's hits: what the matcher finds in each field of each candidate row, and
-a page ends before the row whose hits would pass the page's limit."""
+"""A search page's hits: what the matcher finds in each field of each candidate row; a
+page ends at the page's limit, inside a row when that row's hits do not all fit, and
+pages followed from cursor to cursor give every hit once."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import emelex.service.ops._searching as searching
 from emelex import contracts
-from emelex.contracts import ContractLimitExceeded, find_matches
+from emelex.contracts import find_matches
 from emelex.service.ops._searching import match_rows
 from emelex.store import CandidateRow, Position
 from emelex.store._search import MAX_ROW_HITS
@@ -28,33 +28,67 @@ def row(number: int, *fields: str) -> CandidateRow:
     return CandidateRow(Position(number, 0), tuple(zip(names, fields, strict=False)))
 
 
+Cut = tuple[int, int, int] | None
+
+
 def per_field(
     rows: list[CandidateRow], query: str, limit: int, **options: bool
-) -> tuple[list[Hit], tuple[int, int] | None]:
-    """The oracle: one matcher call per field, and the page limit applied row by row."""
-    hits: list[Hit] = []
-    for number, candidate in enumerate(rows):
-        found = [
-            (candidate.position.source_sequence, 0, name, start, end)
-            for name, value in candidate.fields
-            for start, end in find_matches(value, query, **options)
-        ]
-        if len(hits) + len(found) > limit:
-            if number == 0:
-                raise ContractLimitExceeded("search hits", limit, len(found))
-            return hits, (rows[number - 1].position.source_sequence, 0)
-        hits += found
-    return hits, None
+) -> tuple[list[Hit], Cut]:
+    """The oracle: one matcher call per field, and the first ``limit`` hits; the cursor
+    names the row of the first hit left out and how many of its hits the page holds."""
+    every: list[Hit] = [
+        (candidate.position.source_sequence, 0, name, start, end)
+        for candidate in rows
+        for name, value in candidate.fields
+        for start, end in find_matches(value, query, **options)
+    ]
+    if len(every) <= limit:
+        return every, None
+    page = every[:limit]
+    left = every[limit]
+    within = sum(1 for hit in page if hit[:2] == left[:2])
+    return page, (left[0], left[1], within)
 
 
 def batched(
-    rows: list[CandidateRow] | list[CandidateRow | contracts.SearchHit], query: str, **options: bool
-) -> tuple[list[Hit], tuple[int, int] | None]:
-    hits, cut = match_rows(rows, query, **options)
+    rows: list[CandidateRow] | list[CandidateRow | contracts.SearchHit],
+    query: str,
+    options: dict[str, bool],
+    skip: tuple[int, int, int] | None = None,
+) -> tuple[list[Hit], Cut]:
+    hits, cut = match_rows(
+        rows,
+        query,
+        case_sensitive=options["case_sensitive"],
+        whole_word=options["whole_word"],
+        skip=skip,
+    )
     flat: list[Hit] = [
         (h.position.source_sequence, h.position.item_index, h.field, h.start, h.end) for h in hits
     ]
-    return flat, None if cut is None else (cut.source_sequence, cut.item_index)
+    if cut is None:
+        return flat, None
+    assert cut.within is not None  # the matcher's own cut is always inside a row
+    return flat, (cut.source_sequence, cut.item_index, cut.within)
+
+
+def followed(
+    rows: list[CandidateRow] | list[CandidateRow | contracts.SearchHit],
+    query: str,
+    options: dict[str, bool],
+) -> list[Hit]:
+    """Every page from the first to the end, as the Host follows cursors: each scan
+    starts at the cursor's row and skips the hits the page before returned."""
+    hits: list[Hit] = []
+    start, skip = 0, None
+    for _ in range(10_000):
+        page, cut = batched(rows[start:], query, options, skip)
+        hits += page
+        if cut is None:
+            return hits
+        start = next(i for i, r in enumerate(rows) if (r.position.source_sequence, 0) == cut[:2])
+        skip = cut
+    raise AssertionError("the pages never reached the end")
 
 
 @contextmanager
@@ -84,14 +118,9 @@ def test_the_hits_are_the_matches_of_every_field_up_to_the_page_limit(
 ) -> None:
     rows = [row(number, *values) for number, values in enumerate(fields)]
     options = {"case_sensitive": case_sensitive, "whole_word": whole_word}
-    try:
-        expected = per_field(rows, query, limit, **options)
-    except ContractLimitExceeded:
-        with limits(limit), pytest.raises(ContractLimitExceeded):
-            batched(rows, query, **options)
-        return
     with limits(limit):
-        assert batched(rows, query, **options) == expected
+        assert batched(rows, query, options) == per_field(rows, query, limit, **options)
+        assert followed(rows, query, options) == per_field(rows, query, 10**9, **options)[0]
 
 
 def as_hits(candidate: CandidateRow, query: str) -> list[CandidateRow] | list[contracts.SearchHit]:
@@ -123,13 +152,8 @@ def test_body_hits_count_as_the_hits_the_matcher_would_find(
     ]
     options = {"case_sensitive": True, "whole_word": False}
     with limits(limit):
-        try:
-            expected = batched(rows, query, **options)
-        except ContractLimitExceeded:
-            with pytest.raises(ContractLimitExceeded):
-                batched(mixed, query, **options)
-            return
-        assert batched(mixed, query, **options) == expected
+        assert batched(mixed, query, options) == batched(rows, query, options)
+        assert followed(mixed, query, options) == followed(rows, query, options)
 
 
 def test_matches_never_reach_across_fields() -> None:
@@ -147,12 +171,23 @@ def test_matches_never_reach_across_fields() -> None:
     assert across == ([], None)
 
 
-def test_a_page_ends_before_the_row_whose_hits_do_not_fit() -> None:
+def test_a_page_ends_inside_the_row_whose_hits_do_not_fit() -> None:
     rows = [row(1, "aa a", ""), row(2, "no", ""), row(3, "a a", "a")]
     with limits(4):
         hits, cut = match_rows(rows, "a", case_sensitive=True, whole_word=False)
-        assert [h.position.source_sequence for h in hits] == [1, 1, 1]
-        # The row before the one that does not fit:
-        assert cut == contracts.Position(source_sequence=2, item_index=0)
-        with pytest.raises(ContractLimitExceeded):
-            match_rows([row(4, "a a a a a", "")], "a", case_sensitive=True, whole_word=False)
+        assert [h.position.source_sequence for h in hits] == [1, 1, 1, 3]
+        assert cut == contracts.SearchCursor(source_sequence=3, item_index=0, within=1)
+        rest, end = match_rows(rows[2:], "a", case_sensitive=True, whole_word=False, skip=(3, 0, 1))
+        assert [(h.field, h.start) for h in rest] == [("body", 2), ("thinking", 0)]
+        assert end is None
+
+
+def test_a_row_with_more_hits_than_a_page_takes_several_pages() -> None:
+    """The limit is the contract's (10,000): a row of 12,000 hits is two pages."""
+    rows = [row(1, "a " * 12_000, "")]
+    hits, cut = match_rows(rows, " ", case_sensitive=True, whole_word=False)
+    assert len(hits) == contracts.MAX_SEARCH_HITS
+    assert cut == contracts.SearchCursor(source_sequence=1, item_index=0, within=10_000)
+    rest, end = match_rows(rows, " ", case_sensitive=True, whole_word=False, skip=(1, 0, 10_000))
+    assert len(rest) == 2_000 and end is None
+    assert rest[0].start == hits[-1].start + 2

@@ -14,6 +14,7 @@ import pytest
 import trio
 
 from emelex.contracts import (
+    MAX_SEARCH_HITS,
     ApproveResponse,
     DenyResponse,
     InteractionsChanged,
@@ -163,6 +164,35 @@ async def test_search_names_the_original_field(tmp_path: Path, open_host: OpenHo
         exact = await host.search(session.id, "strasse", case_sensitive=True)
         assert [(h.start, h.end) for h in exact.hits] == [(20, 27)]
         assert (await host.search(session.id, "stra", whole_word=True)).hits == ()
+
+
+async def test_a_row_with_more_hits_than_a_page_is_searched_to_the_end(
+    tmp_path: Path, open_host: OpenHost
+) -> None:
+    """12,000 hits in one answer: two pages, the first cursor inside the row, and the
+    scan reaches null (over the wire the cursor goes back as it came)."""
+    rounds = agent([Say("a " * 12_000)])
+    async with open_host(tmp_path / "root", agents={"helper": rounds}) as host:
+        session = (await host.create_session("helper", tmp_path, operation="c")).session
+        await host.send(session.id, "spaces", operation="s1")
+        await until_idle(host, session.id)
+        _, answer = (await host.history(session.id)).rows
+        pages = []
+        after = None
+        for _ in range(10):
+            page = await host.search(session.id, " ", through=None, after=after)
+            pages.append(page)
+            after = page.next_after
+            if after is None:
+                break
+        first = pages[0]
+        assert len(first.hits) == MAX_SEARCH_HITS
+        assert first.next_after is not None and first.next_after.within == MAX_SEARCH_HITS
+        assert first.next_after.position == answer.position
+        hits = [hit for page in pages for hit in page.hits]
+        answer_hits = [hit.start for hit in hits if hit.position == answer.position]
+        assert answer_hits == list(range(1, 24_000, 2))
+        assert pages[-1].next_after is None
 
 
 async def test_fork_and_its_receipt(tmp_path: Path, open_host: OpenHost) -> None:

@@ -189,7 +189,13 @@ from emelex.contracts._operations import (
 )
 from emelex.contracts._problem import Problem, ProblemCode
 from emelex.contracts._schema import json_schema, schema_for
-from emelex.contracts._search import SearchField, SearchHit, SearchPage, SearchRequest
+from emelex.contracts._search import (
+    SearchCursor,
+    SearchField,
+    SearchHit,
+    SearchPage,
+    SearchRequest,
+)
 from emelex.contracts._sessions import (
     Branch,
     CreateSessionReceipt,
@@ -378,6 +384,7 @@ __all__ = [
     "RowField",
     "RowsPublished",
     "SearchField",
+    "SearchCursor",
     "SearchHit",
     "SearchPage",
     "SearchRequest",

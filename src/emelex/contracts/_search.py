@@ -21,6 +21,29 @@ SearchField = Literal["body", "thinking", "toolArguments"]
 
 
 @wire
+class SearchCursor:
+    """Where a search page ended. ``within`` null: every row up to and including the one
+    at ``(sourceSequence, itemIndex)`` was scanned. ``within`` a number: the rows before
+    that one were, and its first ``within`` hits were returned (a row with more hits than
+    a page holds is returned over several pages). The JSON of a :class:`Position` is a
+    cursor too (``within`` null), so a page's ``nextAfter`` of either kind goes back as
+    the next request's ``after`` unchanged."""
+
+    source_sequence: int = count(maximum=MAX_SAFE_INTEGER)
+    item_index: int = count(maximum=MAX_SAFE_INTEGER)
+    within: int | None = count(maximum=MAX_SAFE_INTEGER, default=None)
+
+    @property
+    def position(self) -> Position:
+        return Position(source_sequence=self.source_sequence, item_index=self.item_index)
+
+    @classmethod
+    def after_row(cls, position: Position) -> SearchCursor:
+        """The cursor past the whole row at ``position``."""
+        return cls(source_sequence=position.source_sequence, item_index=position.item_index)
+
+
+@wire
 class SearchRequest:
     """A literal query; keep it, its options and ``through`` fixed while paging."""
 
@@ -29,7 +52,7 @@ class SearchRequest:
     case_sensitive: bool
     whole_word: bool
     through: int | None = count(maximum=MAX_SAFE_INTEGER)
-    after: Position | None
+    after: SearchCursor | None
     limit: int = count(minimum=1, maximum=MAX_PAGE_SIZE)
 
 
@@ -53,4 +76,4 @@ class SearchPage:
 
     through: int = count(maximum=MAX_SAFE_INTEGER)
     hits: tuple[SearchHit, ...] = items(max_items=MAX_SEARCH_HITS, limit="search hits")
-    next_after: Position | None
+    next_after: SearchCursor | None

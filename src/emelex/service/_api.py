@@ -40,6 +40,7 @@ from emelex.contracts import (
     QueueSnapshot,
     ReadFileUpdate,
     RespondReceipt,
+    SearchCursor,
     SearchPage,
     SendReceipt,
     SessionInfo,
@@ -157,7 +158,7 @@ class HostAPI(Protocol):
         case_sensitive: bool = False,
         whole_word: bool = False,
         through: int | None = None,
-        after: Position | None = None,
+        after: SearchCursor | Position | None = None,
     ) -> SearchPage: ...
 
     def watch(

@@ -51,6 +51,7 @@ from emelex.contracts import (
     ReadFileUpdate,
     RespondReceipt,
     RowsPublished,
+    SearchCursor,
     SearchPage,
     SendReceipt,
     SessionInfo,
@@ -80,7 +81,7 @@ from emelex.service._store import open_host_store
 from emelex.service._watch import DEFAULT_WATCH_BUFFER, Subscriber, WatchStream
 from emelex.service.ops import _admission, _executor, _forks, _interactions, _workhub
 from emelex.service.ops._context import context_report
-from emelex.service.ops._searching import search_page
+from emelex.service.ops._searching import search_cursor, search_page
 from emelex.service.workspace._views import WorkspaceViews
 from emelex.store import (
     AppendResult,
@@ -90,6 +91,7 @@ from emelex.store import (
     Store,
 )
 from emelex.store import OperationConflict as StoreOperationConflict
+from emelex.store import Position as StorePosition
 
 #: Unfinished invocations one session's queue holds.
 DEFAULT_QUEUE_CAPACITY: Final = 64
@@ -457,18 +459,31 @@ class Host:
         case_sensitive: bool = False,
         whole_word: bool = False,
         through: int | None = None,
-        after: Position | None = None,
+        after: SearchCursor | Position | None = None,
     ) -> SearchPage:
-        """Hits of a literal ``query`` in up to one page of rows after ``after`` under the
-        fence (clamped to the newest event, like every fence); a page may hold no hit
-        while ``next_after`` is not None."""
+        """Hits of a literal ``query`` in up to one page of rows after ``after`` (a page's
+        ``next_after``, or a row position) under the fence (clamped to the newest event,
+        like every fence); a page may hold no hit while ``next_after`` is not None, and
+        ends inside a row that holds more hits than fit."""
         through = self._fence(session_id, through)
         if not query or len(query) > MAX_QUERY_CHARS:
             raise ServiceError(f"a search query holds 1 to {MAX_QUERY_CHARS} characters")
+        cursor = search_cursor(after)
+        start, skip = None, None
+        if cursor is not None:
+            start = store_position(cursor.position)
+            if cursor.within is not None:
+                # Inside a row: scan from that row again, past the hits already returned.
+                start = StorePosition(cursor.source_sequence, cursor.item_index - 1)
+                skip = (cursor.source_sequence, cursor.item_index, cursor.within)
         # The store narrows the rows to those that may hold the query (a block scan);
         # the matcher decides, with the exact semantics, on the same reader thread.
         decide = functools.partial(
-            search_page, query=query, case_sensitive=case_sensitive, whole_word=whole_word
+            search_page,
+            query=query,
+            case_sensitive=case_sensitive,
+            whole_word=whole_word,
+            skip=skip,
         )
         return await self._store.search_candidates_as(
             session_id,
@@ -476,7 +491,7 @@ class Host:
             decide,
             case_sensitive=case_sensitive,
             through=through,
-            after=None if after is None else store_position(after),
+            after=start,
             # Without whole words the scan may match common rows itself.
             spans=not whole_word,
         )

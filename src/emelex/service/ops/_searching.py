@@ -15,8 +15,8 @@ from typing import cast
 from emelex._builders import positional_builder
 from emelex.contracts import (
     MAX_SEARCH_HITS,
-    ContractLimitExceeded,
     Position,
+    SearchCursor,
     SearchHit,
     SearchPage,
     find_matches,
@@ -29,18 +29,25 @@ _page = positional_builder(SearchPage)
 
 
 def search_page(
-    page: CandidatePage, query: str, *, case_sensitive: bool, whole_word: bool
+    page: CandidatePage,
+    query: str,
+    *,
+    case_sensitive: bool,
+    whole_word: bool,
+    skip: tuple[int, int, int] | None = None,
 ) -> SearchPage:
     """The page of hits in the store's candidate ``page``: it ends where the candidates
-    end, or earlier when the hits would pass ``MAX_SEARCH_HITS``."""
+    end, or where ``MAX_SEARCH_HITS`` hits are reached (then inside a row when that row
+    holds more than the page has room for). ``skip`` is ``(source_sequence, item_index,
+    hits)``: that row's first ``hits`` hits were returned by the page before."""
     hits: list[SearchHit] = []
     cut = None
     if page.rows:
         hits, cut = match_rows(
-            page.rows, query, case_sensitive=case_sensitive, whole_word=whole_word
+            page.rows, query, case_sensitive=case_sensitive, whole_word=whole_word, skip=skip
         )
     if cut is None and page.next_after is not None:
-        cut = wire_position(page.next_after)
+        cut = SearchCursor.after_row(wire_position(page.next_after))
     return _page(page.through, tuple(hits), cut)
 
 
@@ -50,79 +57,89 @@ def match_rows(
     *,
     case_sensitive: bool,
     whole_word: bool,
-) -> tuple[list[SearchHit], Position | None]:
+    skip: tuple[int, int, int] | None = None,
+) -> tuple[list[SearchHit], SearchCursor | None]:
     """Every hit of ``query`` in ``rows``, in history order, each row's fields in the
     order the store gives them (body, thinking, each tool call's arguments as JSON). A
     ``SearchHit`` among the rows is a match that the store's scan found itself (only a
     scan of this same query with these options, asked for spans, gives them; a row's
     hits come one after the other): it is taken as it is.
 
-    A page holds at most ``MAX_SEARCH_HITS`` hits: when the next row's hits would pass
-    that, the page ends before it and the second value is the last row included (the
-    page's cursor). A single row with more hits than that raises
-    ``ContractLimitExceeded``.
+    A page holds at most ``MAX_SEARCH_HITS`` hits: when they are reached, the page ends
+    and the second value is its cursor, inside the row whose hits did not all fit (so a
+    row of any number of hits is returned over as many pages as it needs).
     """
     hits: list[SearchHit] = []
-    taken = 0  # rows before this one are in ``hits``
-    for number, row in enumerate(rows):
-        if type(row) is SearchHit:
-            continue  # taken with the run of hits it belongs to
-        cut = _take_hits(hits, rows, taken, number)
-        if cut is not None:
-            return hits, cut
-        assert isinstance(row, CandidateRow)
-        found: list[SearchHit] = []
-        position = None
-        for name, value in row.fields:
-            if not value:
-                continue  # an empty field (most rows' thinking) holds no match
-            matched = find_matches(
-                value, query, case_sensitive=case_sensitive, whole_word=whole_word
-            )
-            if matched:
-                if position is None:
-                    position = wire_position(row.position)
-                found += [_hit(position, name, start, end) for start, end in matched]
-        if len(hits) + len(found) > MAX_SEARCH_HITS:
-            if number == 0:
-                raise ContractLimitExceeded("search hits", MAX_SEARCH_HITS, len(found))
-            return hits, _position_of(rows[number - 1])
+    index = 0
+    while index < len(rows):
+        if type(rows[index]) is SearchHit and skip is None:
+            # The store's own hits, often thousands of rows of them: one slice for the
+            # whole run when it fits (the common case), row by row only at the page's end.
+            end = index
+            while end < len(rows) and type(rows[end]) is SearchHit:
+                end += 1
+            if end - index <= MAX_SEARCH_HITS - len(hits):
+                hits += cast("Sequence[SearchHit]", rows[index:end])
+                index = end
+                continue
+        key = _row_of(rows[index])
+        found, index = _hits_of_row(rows, index, query, case_sensitive, whole_word)
+        if not found:
+            continue
+        # Only the scan's first row can be the cursor's (the store scans from it).
+        taken = skip[2] if skip is not None and key == skip[:2] else 0
+        skip = None
+        if taken:
+            found = found[taken:]
+        room = MAX_SEARCH_HITS - len(hits)
+        if len(found) > room:
+            hits += found[:room]
+            return hits, _cursor(key, taken + room)
         hits += found
-        taken = number + 1
-    return hits, _take_hits(hits, rows, taken, len(rows))
+    return hits, None
 
 
-def _take_hits(
-    hits: list[SearchHit], rows: Sequence[CandidateRow | SearchHit], start: int, stop: int
-) -> Position | None:
-    """Add ``rows[start:stop]``, all hits, as far as the page has room, never parting
-    a row's hits; the page's cursor when it ends among them, else None."""
-    if start == stop:
-        return None
-    end = min(stop, start + MAX_SEARCH_HITS - len(hits))
-    if end < stop:
-        # The page ends before the row that does not fit (the store gives a row's hits
-        # one after the other).
-        while end > start and _row_of(rows[end - 1]) == _row_of(rows[end]):
-            end -= 1
-    hits += cast("Sequence[SearchHit]", rows[start:end])
-    if end == stop:
-        return None
-    if end == 0:
-        count = 1
-        while count < stop and _row_of(rows[count]) == _row_of(rows[0]):
-            count += 1
-        raise ContractLimitExceeded("search hits", MAX_SEARCH_HITS, count)
-    return _position_of(rows[end - 1])
+def _hits_of_row(
+    rows: Sequence[CandidateRow | SearchHit],
+    index: int,
+    query: str,
+    case_sensitive: bool,
+    whole_word: bool,
+) -> tuple[list[SearchHit], int]:
+    """The hits of the row at ``rows[index]`` and the index of the next row: a run of
+    the store's own hits of one row, or the matcher's over a candidate row's fields."""
+    row = rows[index]
+    if type(row) is SearchHit:
+        key = _row_of(row)
+        end = index + 1
+        while end < len(rows) and type(rows[end]) is SearchHit and _row_of(rows[end]) == key:
+            end += 1
+        return list(cast("Sequence[SearchHit]", rows[index:end])), end
+    assert isinstance(row, CandidateRow)
+    found: list[SearchHit] = []
+    position = None
+    for name, value in row.fields:
+        if not value:
+            continue  # an empty field (most rows' thinking) holds no match
+        matched = find_matches(value, query, case_sensitive=case_sensitive, whole_word=whole_word)
+        if matched:
+            if position is None:
+                position = wire_position(row.position)
+            found += [_hit(position, name, start, end) for start, end in matched]
+    return found, index + 1
+
+
+def search_cursor(after: SearchCursor | Position | None) -> SearchCursor | None:
+    """A search's ``after`` as a cursor (a row position is the cursor past that row)."""
+    if after is None or isinstance(after, SearchCursor):
+        return after
+    return SearchCursor.after_row(after)
+
+
+def _cursor(key: tuple[int, int], within: int) -> SearchCursor:
+    return SearchCursor(source_sequence=key[0], item_index=key[1], within=within)
 
 
 def _row_of(row: CandidateRow | SearchHit) -> tuple[int, int]:
     position = row.position
     return (position.source_sequence, position.item_index)
-
-
-def _position_of(row: CandidateRow | SearchHit) -> Position:
-    if type(row) is SearchHit:
-        return row.position
-    assert isinstance(row, CandidateRow)
-    return wire_position(row.position)

@@ -75,6 +75,7 @@ from emelex.contracts import (
     WorkHubSnapshot,
 )
 from emelex.service._api import HostAPI
+from emelex.service.ops._searching import search_cursor
 
 Kind = Literal["op", "sub"]
 #: How a value crosses between a method's argument and a request's field.
@@ -203,7 +204,14 @@ ROUTES: Final[tuple[Route, ...]] = (
     op("history", HistoryPageRequest, HistoryPage, "history"),
     op("readRow", ReadRowRequest, HistoryRow, "read_row", nullable=True),
     # The Host scans a fixed page of rows per search: the field only fills the contract.
-    op("search", SearchRequest, SearchPage, "search", fill={"limit": 200}),
+    op(
+        "search",
+        SearchRequest,
+        SearchPage,
+        "search",
+        fill={"limit": 200},
+        encode={"after": search_cursor},
+    ),
     op("fork", ForkRequest, ForkReceipt, "fork", encode={"tools": _sequence}),
     op("forkReceipt", ForkReceiptRequest, ForkReceipt, "fork_receipt", nullable=True),
     op("diagnostics", DiagnosticsRequest, DiagnosticsPage, "diagnostics"),
