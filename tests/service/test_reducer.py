@@ -251,6 +251,19 @@ def test_failed_and_interrupted_runs_that_committed_nothing_are_kept() -> None:
         ("a", "failed", None),
         ("b", "interrupted", None),
     ]
+    # Whatever a log holds gives a state: odd outcomes and times are not kept as such.
+    _admit(log, 7, "c")
+    odd = {"invocationId": "c", "outcome": ["stopped"], "finishedAtMs": -1}
+    apply(log, 8, "queue.finished", None, odd)
+    _admit(log, 9, "d")
+    apply(
+        log,
+        10,
+        "queue.finished",
+        None,
+        {"invocationId": "d", "outcome": "stopped", "finishedAtMs": True},
+    )
+    assert [(s.invocation_id, s.finished_at_ms) for s in log.settled[2:]] == [("d", None)]
 
 
 def test_an_invocation_whose_turn_committed_rows_is_not_listed() -> None:

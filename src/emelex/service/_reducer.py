@@ -22,6 +22,7 @@ from typing import Any, Final
 import attrs
 
 from emelex.contracts import (
+    MAX_SAFE_INTEGER,
     MAX_SETTLED_INVOCATIONS,
     MAX_SETTLED_TEXT_CHARS,
     Diagnostic,
@@ -285,7 +286,7 @@ def _record_settled(log: SessionLog, work: Work, sequence: int, payload: dict[st
     """Keep what an invocation that committed nothing was (called before its end is
     applied to the rest of the log)."""
     outcome = payload.get("outcome", "failed")
-    if outcome not in SETTLED_OUTCOMES:
+    if not isinstance(outcome, str) or outcome not in SETTLED_OUTCOMES:
         return  # (a completed turn always commits its input)
     stop = payload.get("stopOperation", log.stop_operations.get(work.invocation_id))
     finished_at = payload.get("finishedAtMs")
@@ -302,7 +303,7 @@ def _record_settled(log: SessionLog, work: Work, sequence: int, payload: dict[st
             stop_operation=stop if isinstance(stop, str) else None,
             finished_at_ms=(
                 finished_at
-                if isinstance(finished_at, int) and not isinstance(finished_at, bool)
+                if type(finished_at) is int and 0 <= finished_at <= MAX_SAFE_INTEGER
                 else None
             ),
         )
