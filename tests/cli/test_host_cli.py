@@ -243,3 +243,66 @@ def test_host_usage_errors(
     assert code == 2 and "--agent NAME needs --host" in err
     code, err = main("sessions", "show", "s-1", "--host", "http://127.0.0.1:9")
     assert code == 2 and "only 'list'" in err
+
+
+def _stop_running(root: Path, session_id: str) -> str:
+    """Stop the session's running invocation through a HostClient; its id."""
+    import trio
+
+    from emelex.service import HostClient
+
+    async def go() -> str:
+        async with HostClient.connect(root=root) as client:
+            with trio.fail_after(START_SECONDS):
+                while True:
+                    queue = await client.queue(session_id)
+                    running = [e for e in queue.entries if e.state == "running"]
+                    if running:
+                        break
+                    await trio.sleep(0.05)
+            invocation_id = running[0].invocation_id
+            await client.stop(session_id, invocation_id, operation="stop-from-test")
+            return invocation_id
+
+    return trio.run(go)
+
+
+def test_a_stop_that_committed_nothing_is_shown_by_run_and_attach(
+    serve: Any, tmp_path: Path, workspace: Path
+) -> None:
+    served = serve([[{"say": "Working"}, {"wait": 3600}], [{"say": "Next answer."}]])
+    runner = subprocess.Popen(
+        [*EMELEX, "run", "--host", str(served.root), "--agent", "helper",
+         "--workspace", str(workspace), "a long task"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+    )  # fmt: skip
+    assert runner.stderr is not None
+    deadline = time.monotonic() + START_SECONDS
+    seen = b""
+    while not re.search(rb"session s-\S+\n", seen):
+        assert time.monotonic() < deadline, seen
+        seen += os.read(runner.stderr.fileno(), 4096)
+    session_id = _session_id(seen.decode())
+    _stop_running(served.root, session_id)
+    out, err = runner.communicate(timeout=START_SECONDS)
+    # The terminal that sent it says what became of it.
+    assert "⊘ stopped before anything was committed" in (seen + err).decode()
+    assert "by stop stop-from-test" in (seen + err).decode()
+    assert runner.returncode == 0 and out == b""
+    later = run(
+        "chat", "--host", str(served.root), "--resume", session_id, cwd=tmp_path, stdin="next\n"
+    )  # fmt: skip
+    assert later.returncode == 0, later.stderr
+    assert later.stdout == "Next answer.\n"  # the stopped turn is not shown again
+    assert "⊘" not in later.stderr
+    attached = run(
+        "attach", session_id, "--host", str(served.root), "--until-idle", cwd=tmp_path
+    )  # fmt: skip
+    assert attached.returncode == 0, attached.stderr
+    # The stopped turn's prompt is in no history row; attach shows it with what happened.
+    assert attached.stdout == "user> a long task\nuser> next\nNext answer.\n"
+    note = re.search(
+        r"⊘ stopped before anything was committed · (.+) · by stop (\S+)\n", attached.stderr
+    )
+    assert note is not None, attached.stderr
+    assert note.group(2) == "stop-from-test"

@@ -141,7 +141,9 @@ def test_an_unknown_union_kind_is_refused() -> None:
 
 def test_arrays_are_not_strings_and_tuples_freeze_lists() -> None:
     with pytest.raises(c.ContractError, match="expected an array"):
-        c.from_wire(c.QueueSnapshot, {"sessionId": "s", "revision": 1, "entries": "abc"})
+        c.from_wire(
+            c.QueueSnapshot, {"sessionId": "s", "revision": 1, "entries": "abc", "settled": []}
+        )
     entries: Any = []  # a list from a caller is frozen to a tuple
     snapshot = c.QueueSnapshot(session_id=c.SessionId("s"), revision=1, entries=entries)
     assert snapshot.entries == ()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from importlib import resources
 
-STATIC = resources.files("emelex.service") / "_static"
+STATIC = resources.files("emelex.service.transport") / "_static"
 #: Sinks that turn a string into markup or code; app.js builds DOM with text nodes only.
 HTML_SINKS = re.compile(
     r"innerHTML|outerHTML|insertAdjacentHTML|document\.write|\beval\(|new Function|srcdoc"

@@ -35,7 +35,7 @@ __all__ = ["git_home"]  # the fixture, imported for pytest
 
 CHROMIUM = "/usr/bin/chromium"
 STEP_SECONDS = 20
-STATIC = resources.files("emelex.service") / "_static"
+STATIC = resources.files("emelex.service.transport") / "_static"
 #: A file name and a file content that would run script if the page rendered them.
 HOSTILE_NAME = "<img src=x onerror=alert(1)>.txt"
 HOSTILE_TEXT = (

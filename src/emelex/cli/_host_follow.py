@@ -1,8 +1,10 @@
 """Following a session on a Host in the terminal: rows as they commit, the queue, and
-approvals answered through ``respond``."""
+approvals answered through ``respond``. An invocation that ended with nothing committed
+(the queue snapshot's ``settled``) is shown where it happened: its prompt is in no row."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import sys
 from collections.abc import Callable
@@ -25,6 +27,7 @@ from emelex.contracts import (
     QueueChanged,
     QueueSnapshot,
     RowsPublished,
+    SettledInvocation,
     WatchEnded,
 )
 
@@ -38,8 +41,30 @@ QUESTIONS_BUFFERED = 64
 DENIED_IN_TERMINAL = "the user declined this call at the terminal, so it was not run"
 
 
+#: How an invocation that committed nothing ended, in words.
+SETTLED_NOTES = {
+    "stopped": "stopped before anything was committed",
+    "failed": "failed before anything was committed",
+    "interrupted": "interrupted (the Host stopped) before anything was committed",
+}
+
+
 def _arguments(arguments: object) -> str:
     return json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+
+
+def settled_note(item: SettledInvocation) -> str:
+    """What happened to an invocation that committed nothing: how, when, by which stop."""
+    note = SETTLED_NOTES.get(item.outcome, f"{item.outcome} before anything was committed")
+    if item.outcome == "stopped" and not item.started:
+        note += " (removed from the queue before it ran)"
+    parts = [note]
+    if item.finished_at_ms is not None:
+        when = datetime.datetime.fromtimestamp(item.finished_at_ms / 1000, datetime.UTC)
+        parts.append(when.astimezone().strftime("%Y-%m-%d %H:%M:%S %Z"))
+    if item.stop_operation is not None:
+        parts.append(f"by stop {item.stop_operation}")
+    return " · ".join(parts)
 
 
 @attrs.define
@@ -59,6 +84,10 @@ class Follower:
     _pending: set[str] = attrs.field(factory=set)
     #: The question on screen waiting for y/N, and the scope that stops the wait.
     _prompting: tuple[str, trio.CancelScope] | None = None
+    #: Settled invocations known (shown, or older than what was shown), and those
+    #: waiting for their place (oldest first).
+    _settled_known: set[str] = attrs.field(factory=set)
+    _settled_waiting: list[SettledInvocation] = attrs.field(factory=list)
 
     # -- rows ---------------------------------------------------------------------------
     def show(self, rows: tuple[HistoryRow, ...]) -> None:
@@ -66,9 +95,37 @@ class Follower:
             if self.cursor is not None and row.position <= self.cursor:
                 continue  # already shown (a resumed read)
             self.cursor = row.position
+            self._print_settled(before=row.position.source_sequence)
             if not row.internal:
                 self._print_row(row)
         self.out.flush()
+
+    def _print_settled(self, before: int | None = None) -> None:
+        """Print the waiting settled invocations that ended before the event ``before``
+        (None: all of them)."""
+        while self._settled_waiting and (
+            before is None or self._settled_waiting[0].finished_sequence < before
+        ):
+            item = self._settled_waiting.pop(0)
+            if self.show_user:
+                text = item.text + ("…" if item.text_clipped else "")
+                print(bold("user> ") + safe(text), file=self.out, flush=True)
+            print(dim(f"  ⊘ {safe(settled_note(item))}"), file=self.err, flush=True)
+
+    def _wait_for_place(self, items: tuple[SettledInvocation, ...]) -> bool:
+        """Note settled invocations not known yet; True when there are new ones."""
+        fresh = [i for i in items if i.invocation_id not in self._settled_known]
+        self._settled_known.update(i.invocation_id for i in fresh)
+        self._settled_waiting = sorted(
+            [*self._settled_waiting, *fresh], key=lambda i: i.finished_sequence
+        )
+        return bool(fresh)
+
+    async def _show_settled(self, queue: QueueSnapshot) -> None:
+        """Show newly settled invocations in place: the rows stored before each go first."""
+        if self._wait_for_place(queue.settled):
+            await self.catch_up()
+            self._print_settled()
 
     def _print_row(self, row: HistoryRow) -> None:
         # As in a local run: answers on stdout, everything else dimmed on stderr.
@@ -102,25 +159,35 @@ class Follower:
             after = page.next_after
 
     async def skip_to_end(self, keep: int) -> None:
-        """Move the cursor to the newest row, printing only the last ``keep`` rows."""
+        """Move the cursor to the newest row, printing only the last ``keep`` rows (and
+        the settled invocations among and after them)."""
+        # Taken first: every invocation it lists ended within the history read next.
+        settled = (await self.client.queue(self.session_id)).settled
         through: int | None = None
         after: Position | None = None
         last: Position | None = None
-        tail: list[HistoryRow] = []
+        tail: list[HistoryRow] = []  # one row more than shown: is any row left out?
         while True:
             page = await self.client.history(
                 self.session_id, through=through, after=after, limit=500
             )
             through = page.through
             if keep:
-                tail = [*tail, *(r for r in page.rows if not r.internal)][-keep:]
+                tail = [*tail, *(r for r in page.rows if not r.internal)][-(keep + 1) :]
             if page.rows:
                 last = page.rows[-1].position
             if page.next_after is None:
                 break
             after = page.next_after
+        begins = 0  # the whole history is shown: every settled invocation too
+        if len(tail) > keep:  # else only those after the first row shown
+            tail = tail[1:]
+            begins = tail[0].position.source_sequence
+        self._wait_for_place(tuple(s for s in settled if keep and s.finished_sequence > begins))
+        self._settled_known.update(s.invocation_id for s in settled)
         self.cursor = None
         self.show(tuple(tail))
+        self._print_settled()
         if last is not None:
             self.cursor = last
 
@@ -228,6 +295,7 @@ class Follower:
                     if isinstance(update, RowsPublished):
                         self.show(update.rows)
                     elif isinstance(update, QueueChanged):
+                        await self._show_settled(update.queue)
                         if on_queue is not None:
                             on_queue(update.queue)
                         if done(update.queue):

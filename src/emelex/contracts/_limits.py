@@ -26,6 +26,10 @@ MAX_TOOLS: Final = 256
 #: Workers one WorkHub coordinator holds at a time; entries in one queue.
 MAX_WORKERS: Final = 64
 MAX_QUEUE_ENTRIES: Final = 1024
+#: Invocations that ended with nothing committed a queue snapshot still shows (the
+#: newest), and the code points of each one's prompt it keeps.
+MAX_SETTLED_INVOCATIONS: Final = 32
+MAX_SETTLED_TEXT_CHARS: Final = 2000
 #: Largest sequence/offset number on the wire (JSON-safe integers).
 MAX_SAFE_INTEGER: Final = 2**53 - 1
 #: Code points of answer (or reasoning) text one live draft update carries at most: a

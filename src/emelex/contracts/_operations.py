@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import Literal
 
 from emelex.contracts._ids import InvocationId, OperationRef, SessionId
-from emelex.contracts._limits import MAX_QUEUE_ENTRIES, MAX_SAFE_INTEGER, MAX_TEXT_CHARS
+from emelex.contracts._limits import (
+    MAX_QUEUE_ENTRIES,
+    MAX_SAFE_INTEGER,
+    MAX_SETTLED_INVOCATIONS,
+    MAX_SETTLED_TEXT_CHARS,
+    MAX_TEXT_CHARS,
+)
 from emelex.contracts._wire import count, items, text, wire
 
 #: The mutation a receipt records.
@@ -81,10 +87,45 @@ class QueueEntry:
     admitted_sequence: int = count(maximum=MAX_SAFE_INTEGER)
 
 
+#: How an invocation that committed nothing ended.
+SettledOutcome = Literal["stopped", "failed", "interrupted"]
+
+
+@wire
+class SettledInvocation:
+    """An invocation that left the queue without committing a row of its own: stopped
+    while queued, or stopped, failed or interrupted while it ran and rolled back by the
+    harness rules. Its prompt is in no history row, so the queue keeps what happened.
+
+    It sits in history after every row of a source sequence below ``finished_sequence``
+    (the event that ended it). ``text`` is the prompt's first code points
+    (``text_clipped`` when there were more); ``started`` tells whether it ran at all;
+    ``stop_operation`` is the reference of the stop that asked for it (None: no stop
+    did); ``finished_at_ms`` is when the Host ended it (None in logs written before
+    Hosts recorded it).
+    """
+
+    invocation_id: InvocationId
+    operation: OperationRef
+    work: WorkKind
+    text: str = text(max_len=MAX_SETTLED_TEXT_CHARS)
+    text_clipped: bool
+    outcome: SettledOutcome
+    started: bool
+    finished_sequence: int = count(minimum=1, maximum=MAX_SAFE_INTEGER)
+    stop_operation: OperationRef | None
+    finished_at_ms: int | None = count(maximum=MAX_SAFE_INTEGER)
+
+
 @wire
 class QueueSnapshot:
-    """The whole queue at one revision (watch publishes a new snapshot on each change)."""
+    """The whole queue at one revision (watch publishes a new snapshot on each change),
+    and the newest invocations that ended with nothing committed (``settled``, oldest
+    first, at most ``MAX_SETTLED_INVOCATIONS``)."""
 
     session_id: SessionId
     revision: int = count(maximum=MAX_SAFE_INTEGER)
     entries: tuple[QueueEntry, ...] = items(max_items=MAX_QUEUE_ENTRIES, limit="queue entries")
+    settled: tuple[SettledInvocation, ...] = items(
+        max_items=MAX_SETTLED_INVOCATIONS, limit="settled invocations", default=()
+    )

@@ -92,10 +92,16 @@ def count(
     return attrs.field(default=default, metadata={BOUNDS: bounds})
 
 
-def items(*, max_items: int, min_items: int = 0, limit: str | None = None) -> Any:
+def items(
+    *,
+    max_items: int,
+    min_items: int = 0,
+    limit: str | None = None,
+    default: Any = attrs.NOTHING,
+) -> Any:
     """A tuple field of at most ``max_items`` items; lists are accepted and frozen."""
     bounds = {"max_items": max_items, "min_items": min_items, "limit": limit}
-    return attrs.field(converter=_freeze, metadata={BOUNDS: bounds})
+    return attrs.field(default=default, converter=_freeze, metadata={BOUNDS: bounds})
 
 
 def _freeze(value: Any) -> Any:

@@ -87,7 +87,13 @@ async def settle_interrupted(session: HostSession) -> None:
             *turn,
             *interaction_settlements(session, invocation_id, "restart"),
             NewEvent(
-                QUEUE_FINISHED, turn_id, {"invocationId": invocation_id, "outcome": "interrupted"}
+                QUEUE_FINISHED,
+                turn_id,
+                {
+                    "invocationId": invocation_id,
+                    "outcome": "interrupted",
+                    "finishedAtMs": int(time.time() * 1000),
+                },
             ),
         ]
         recorded = diagnostic_for(

@@ -21,7 +21,15 @@ from typing import Any, Final
 
 import attrs
 
-from emelex.contracts import Diagnostic, Interaction, from_wire, to_wire
+from emelex.contracts import (
+    MAX_SAFE_INTEGER,
+    MAX_SETTLED_INVOCATIONS,
+    MAX_SETTLED_TEXT_CHARS,
+    Diagnostic,
+    Interaction,
+    from_wire,
+    to_wire,
+)
 from emelex.service._diagnostics import DIAGNOSTIC_RECORDED, DiagnosticLog
 from emelex.service._events import (
     INTERACTION_REQUESTED,
@@ -38,6 +46,14 @@ from emelex.service._events import (
     WORKER_STARTED,
 )
 from emelex.service._queue import Work, WorkQueue
+from emelex.store import MODEL_COMPLETION, TOOL_RESULT, TURN_INPUT
+
+#: Turns whose committed rows the log keeps counting until their invocation finishes
+#: (a turn's rows and its invocation's end commit together, so a few suffice; copied
+#: turns of a fork never finish an invocation and fall out).
+MAX_TURNS_COUNTED: Final = 64
+#: How an invocation that committed nothing may have ended.
+SETTLED_OUTCOMES: Final = frozenset({"stopped", "failed", "interrupted"})
 
 
 class Change(enum.Flag):
@@ -71,6 +87,28 @@ class Journal:
     messages: tuple[Any, ...]
 
 
+@attrs.frozen
+class Settled:
+    """An invocation that finished without committing a row of its own (its prompt is
+    in no history row): what it asked, how it ended, and where in history it ended."""
+
+    invocation_id: str
+    operation: str
+    work: str
+    #: The prompt's first ``MAX_SETTLED_TEXT_CHARS`` code points (``clipped``: more).
+    text: str
+    clipped: bool
+    outcome: str
+    #: Whether it had started running (False: stopped while queued).
+    started: bool
+    #: The ``queue.finished`` event: it sits after every row of a lower sequence.
+    finished_sequence: int
+    #: The reference of the stop that asked for it (None: no stop did).
+    stop_operation: str | None
+    #: When the Host finished it, as the event says (None: an older log).
+    finished_at_ms: int | None
+
+
 @attrs.define(eq=False)
 class SessionLog:
     """Everything a session's log says of it: configuration, queue, interactions,
@@ -101,6 +139,12 @@ class SessionLog:
     started: dict[str, None] = attrs.field(factory=dict)
     #: Running invocations whose stop was asked (their runner cancels them).
     stopping: set[str] = attrs.field(factory=set)
+    #: The operation reference of each of those stops (the first one asked).
+    stop_operations: dict[str, str] = attrs.field(factory=dict)
+    #: Row events of the latest turns, by turn id (until their invocation finishes).
+    turn_rows: dict[str, int] = attrs.field(factory=dict)
+    #: The newest invocations that finished with nothing committed, oldest first.
+    settled: list[Settled] = attrs.field(factory=list)
     journals: dict[str, Journal] = attrs.field(factory=dict)
     #: The latest main requests the session prepared (for context reports).
     requests: list[RequestRecord] = attrs.field(factory=list)
@@ -147,6 +191,9 @@ class SessionLog:
             "outcomes": dict(sorted(self.outcomes.items())),
             "started": list(self.started),
             "stopping": sorted(self.stopping),
+            "stopOperations": dict(sorted(self.stop_operations.items())),
+            "turnRows": list(self.turn_rows.items()),
+            "settled": [attrs.astuple(s) for s in self.settled],
             "journals": dict(sorted(self.journals.items())),
             "requests": [attrs.astuple(r) for r in self.requests],
             "workers": list(self.workers),
@@ -203,15 +250,24 @@ def _stop(log: SessionLog, _: int, __: str | None, payload: dict[str, Any]) -> C
     if invocation_id not in log.started or invocation_id not in log.queue:
         return Change.NONE
     log.stopping.add(invocation_id)
+    operation = payload.get("operation")
+    if isinstance(operation, str):
+        log.stop_operations.setdefault(invocation_id, operation)
     return Change.STOP
 
 
-def _finished(log: SessionLog, _: int, __: str | None, payload: dict[str, Any]) -> Change:
+def _finished(
+    log: SessionLog, sequence: int, turn_id: str | None, payload: dict[str, Any]
+) -> Change:
     invocation_id = str(payload["invocationId"])
     changed = Change.NONE
+    # The turn's rows commit with the invocation's end, right before it.
+    rows = 0 if turn_id is None else log.turn_rows.pop(turn_id, 0)
     if invocation_id in log.queue:
-        log.queue.remove(invocation_id)
+        entry = log.queue.remove(invocation_id)
         changed = Change.QUEUE
+        if not rows:
+            _record_settled(log, entry.work, sequence, payload)
         # The next start of the queue is the next start in the log.
         for other in log.started:
             if other in log.queue and log.queue.running is None:
@@ -221,8 +277,47 @@ def _finished(log: SessionLog, _: int, __: str | None, payload: dict[str, Any]) 
     log.outcomes.setdefault(invocation_id, str(payload.get("outcome", "failed")))
     log.started.pop(invocation_id, None)
     log.stopping.discard(invocation_id)
+    log.stop_operations.pop(invocation_id, None)
     log.journals.pop(invocation_id, None)
     return changed
+
+
+def _record_settled(log: SessionLog, work: Work, sequence: int, payload: dict[str, Any]) -> None:
+    """Keep what an invocation that committed nothing was (called before its end is
+    applied to the rest of the log)."""
+    outcome = payload.get("outcome", "failed")
+    if not isinstance(outcome, str) or outcome not in SETTLED_OUTCOMES:
+        return  # (a completed turn always commits its input)
+    stop = payload.get("stopOperation", log.stop_operations.get(work.invocation_id))
+    finished_at = payload.get("finishedAtMs")
+    log.settled.append(
+        Settled(
+            invocation_id=work.invocation_id,
+            operation=work.operation,
+            work=work.kind,
+            text=work.text[:MAX_SETTLED_TEXT_CHARS],
+            clipped=len(work.text) > MAX_SETTLED_TEXT_CHARS,
+            outcome=str(outcome),
+            started=work.invocation_id in log.started,
+            finished_sequence=sequence,
+            stop_operation=stop if isinstance(stop, str) else None,
+            finished_at_ms=(
+                finished_at
+                if type(finished_at) is int and 0 <= finished_at <= MAX_SAFE_INTEGER
+                else None
+            ),
+        )
+    )
+    del log.settled[:-MAX_SETTLED_INVOCATIONS]
+
+
+def _rows(log: SessionLog, _: int, turn_id: str | None, __: dict[str, Any]) -> Change:
+    if turn_id is not None:
+        counted = log.turn_rows.pop(turn_id, 0)
+        log.turn_rows[turn_id] = counted + 1  # newest last
+        while len(log.turn_rows) > MAX_TURNS_COUNTED:
+            del log.turn_rows[next(iter(log.turn_rows))]
+    return Change.NONE
 
 
 def _requested(log: SessionLog, _: int, __: str | None, payload: dict[str, Any]) -> Change:
@@ -295,8 +390,12 @@ def _titled(log: SessionLog, _: int, __: str | None, payload: dict[str, Any]) ->
 
 
 #: The table: each event kind the service writes, and how it changes a session.
-#: Turn events (rows), patches and creation carry nothing else a session keeps.
+#: Of turn events the log counts the row events (a turn that committed rows is in
+#: history); patches and creation carry nothing else a session keeps.
 APPLY: Final[Mapping[str, _Apply]] = {
+    TURN_INPUT: _rows,
+    MODEL_COMPLETION: _rows,
+    TOOL_RESULT: _rows,
     QUEUE_ADMITTED: _admitted,
     QUEUE_STARTED: _started,
     QUEUE_STOP: _stop,

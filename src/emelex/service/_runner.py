@@ -9,6 +9,7 @@ of its interactions commit together, through the session.
 from __future__ import annotations
 
 import pathlib
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -172,6 +173,7 @@ class Runner:
                 finished: dict[str, Any] = {
                     "invocationId": work.invocation_id,
                     "outcome": outcome,
+                    "finishedAtMs": int(time.time() * 1000),
                 }
                 if error is not None:
                     finished["error"] = error

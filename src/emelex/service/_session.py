@@ -27,6 +27,7 @@ from emelex.contracts import (
     QueueSnapshot,
     RowsPublished,
     SessionInfo,
+    SettledInvocation,
     from_wire,
     trusted,
 )
@@ -290,6 +291,22 @@ class HostSession:
                     admitted_sequence=e.work.admitted_sequence,
                 )
                 for e in self.queue.entries
+            ),
+            settled=tuple(
+                trusted(
+                    SettledInvocation,
+                    invocation_id=s.invocation_id,
+                    operation=s.operation,
+                    work=s.work,
+                    text=s.text,
+                    text_clipped=s.clipped,
+                    outcome=s.outcome,
+                    started=s.started,
+                    finished_sequence=s.finished_sequence,
+                    stop_operation=s.stop_operation,
+                    finished_at_ms=s.finished_at_ms,
+                )
+                for s in self.log.settled
             ),
         )
 

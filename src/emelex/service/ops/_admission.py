@@ -163,15 +163,16 @@ async def stop(
         )
         events = []
         if outcome == "removedFromQueue":
-            events.append(
-                NewEvent(
-                    QUEUE_FINISHED,
-                    None,
-                    {"invocationId": invocation_id, "outcome": "stopped"},
-                )
-            )
+            finished = {
+                "invocationId": invocation_id,
+                "outcome": "stopped",
+                "stopOperation": operation,
+                "finishedAtMs": int(time.time() * 1000),
+            }
+            events.append(NewEvent(QUEUE_FINISHED, None, finished))
         else:
-            events.append(NewEvent(QUEUE_STOP, None, {"invocationId": invocation_id}))
+            asked = {"invocationId": invocation_id, "operation": operation}
+            events.append(NewEvent(QUEUE_STOP, None, asked))
         # The reducer records the outcome; a running turn is cancelled by its runner's
         # session when the stop is applied (here, or on the Host that runs it).
         await state.commit(events, OperationRecord(operation, digest, json.dumps(to_wire(receipt))))

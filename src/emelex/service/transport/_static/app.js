@@ -9,6 +9,7 @@
 import { $, el } from "./dom.js";
 import { drafts } from "./drafts.js";
 import { markdown } from "./markdown.js";
+import { settled } from "./settled.js";
 import { Workspace } from "./workspace.js";
 
 const TOKEN_KEY = "emelex.token";
@@ -17,7 +18,6 @@ const HISTORY_PAGES_AT_ONCE = 50; // 10,000 rows; more come one page per click
 const MUTATION_TRIES = 3;
 const LABELS_KEY = "emelex.labels";
 const LABEL_CHARS = 48;
-
 let sessionsCache = []; // the last listSessions answer
 
 // ---------------------------------------------------------------- small helpers
@@ -395,7 +395,7 @@ const view = {
       if (!after(row.position, this.lastPosition)) continue;
       this.lastPosition = row.position;
       if (row.internal) continue;
-      list.append(renderRow(row));
+      settled.addRow(list, renderRow(row), row.position.sourceSequence);
     }
     list.lastElementChild?.scrollIntoView({ block: "end" });
   },
@@ -461,6 +461,7 @@ const view = {
         `history: ${this.pages} page${this.pages === 1 ? "" : "s"}, live through event ${this.fence}`;
     } else if (update.kind === "queue") {
       this.renderQueue(update.queue.entries);
+      settled.show($("rows"), update.queue.settled || []); // in place, so reloads show them
     } else if (update.kind === "interactions") {
       this.renderApprovals(update.pending);
     } else if (update.kind === "draft") {
