@@ -17,8 +17,10 @@ from emelex.contracts import (
     MAX_SEARCH_HITS,
     ApproveResponse,
     DenyResponse,
+    EventAddress,
     InteractionsChanged,
     QueueChanged,
+    RowAddress,
     RowsPublished,
     WatchEnded,
     WatchUpdate,
@@ -193,6 +195,39 @@ async def test_a_row_with_more_hits_than_a_page_is_searched_to_the_end(
         answer_hits = [hit.start for hit in hits if hit.position == answer.position]
         assert answer_hits == list(range(1, 24_000, 2))
         assert pages[-1].next_after is None
+
+
+async def test_a_hit_opens_in_history_by_its_target_under_the_same_fence(
+    tmp_path: Path, open_host: OpenHost
+) -> None:
+    rounds = agent([Say("The Straße is long."), Say("Later.")])
+    async with open_host(tmp_path / "root", agents={"helper": rounds}) as host:
+        session = (await host.create_session("helper", tmp_path, operation="c")).session
+        await host.send(session.id, "Which street?", operation="s1")
+        await until_idle(host, session.id)
+        page = await host.search(session.id, "straße")
+        (hit,) = page.hits
+        user, answer = (await host.history(session.id)).rows
+        await host.send(session.id, "And then?", operation="s2")
+        await until_idle(host, session.id)
+        # The fence of the search page, though the session grew since.
+        opened = await host.read_history(
+            session.id, RowAddress(position=hit.position, field="body"), through=page.through
+        )
+        assert (opened.through, opened.rows) == (page.through, (answer,))
+        event = EventAddress(sequence=user.position.source_sequence)
+        assert (await host.read_history(session.id, event, through=page.through)).rows == (user,)
+        before = await host.read_history(
+            session.id,
+            RowAddress(position=answer.position, field="body"),
+            through=user.position.source_sequence,
+        )
+        assert before.rows == ()
+        newest = (await host.history(session.id)).through
+        far = await host.read_history(session.id, EventAddress(sequence=10**9))
+        assert (far.through, far.rows) == (newest, ())
+        admitted = user.position.source_sequence - 1  # an event that publishes no row
+        assert (await host.read_history(session.id, EventAddress(sequence=admitted))).rows == ()
 
 
 async def test_fork_and_its_receipt(tmp_path: Path, open_host: OpenHost) -> None:

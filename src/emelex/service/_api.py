@@ -31,7 +31,9 @@ from emelex.contracts import (
     GitDiff,
     GitStatus,
     HistoryPage,
+    HistoryReadResult,
     HistoryRow,
+    HistoryTarget,
     Interaction,
     InteractionResponse,
     PatchPage,
@@ -149,6 +151,10 @@ class HostAPI(Protocol):
     async def read_row(
         self, session_id: str, position: Position, *, through: int | None = None
     ) -> HistoryRow | None: ...
+
+    async def read_history(
+        self, session_id: str, target: HistoryTarget, *, through: int | None = None
+    ) -> HistoryReadResult: ...
 
     async def search(
         self,

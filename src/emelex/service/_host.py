@@ -39,7 +39,9 @@ from emelex.contracts import (
     GitDiff,
     GitStatus,
     HistoryPage,
+    HistoryReadResult,
     HistoryRow,
+    HistoryTarget,
     Interaction,
     InteractionResponse,
     InteractionsChanged,
@@ -82,6 +84,7 @@ from emelex.service._watch import DEFAULT_WATCH_BUFFER, Subscriber, WatchStream
 from emelex.service.ops import _admission, _executor, _forks, _interactions, _workhub
 from emelex.service.ops._context import context_report
 from emelex.service.ops._searching import search_cursor, search_page
+from emelex.service.ops._source import read_target
 from emelex.service.workspace._views import WorkspaceViews
 from emelex.store import (
     AppendResult,
@@ -450,6 +453,16 @@ class Host:
         through = self._fence(session_id, through)
         row = await self._store.read_row(session_id, store_position(position), through=through)
         return None if row is None else wire_row(row)
+
+    async def read_history(
+        self, session_id: str, target: HistoryTarget, *, through: int | None = None
+    ) -> HistoryReadResult:
+        """Open ``target`` under the fence (clamped to the newest event; None: the
+        newest): a row field such as a search hit's (internal rows too, when named) or
+        the rows a raw event published. A target past the fence holds no rows."""
+        session = self._registry.get(session_id)
+        fence = session.revision if through is None else min(through, session.revision)
+        return await read_target(self._store, session_id, target, fence)
 
     async def search(
         self,

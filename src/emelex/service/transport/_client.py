@@ -319,6 +319,7 @@ class HostClient:
     fork_receipt = remote(HostAPI.fork_receipt)
     history = remote(HostAPI.history)
     read_row = remote(HostAPI.read_row)
+    read_history = remote(HostAPI.read_history)
     search = remote(HostAPI.search)
     watch = remote_subscription(HostAPI.watch)
     context = remote(HostAPI.context)

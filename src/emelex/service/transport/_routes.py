@@ -39,6 +39,8 @@ from emelex.contracts import (
     GitStatusRequest,
     HistoryPage,
     HistoryPageRequest,
+    HistoryReadRequest,
+    HistoryReadResult,
     HistoryRow,
     Interaction,
     InteractionRequest,
@@ -203,6 +205,7 @@ ROUTES: Final[tuple[Route, ...]] = (
     op("respond", RespondRequest, RespondReceipt, "respond"),
     op("history", HistoryPageRequest, HistoryPage, "history"),
     op("readRow", ReadRowRequest, HistoryRow, "read_row", nullable=True),
+    op("readHistory", HistoryReadRequest, HistoryReadResult, "read_history"),
     # The Host scans a fixed page of rows per search: the field only fills the contract.
     op(
         "search",
