@@ -164,6 +164,12 @@ async def test_a_disabled_tool_survives_a_restart(tmp_path: Path, store: str | N
     assert last_exchange(rows) == [("user", "once more"), ("assistant", "after restart")]
     # Disabled and called by history: declared as itself, still not enabled.
     assert declared(model.requests[0])["note"].startswith("Write a note")
+    # echo, the fork's one enabled tool, removed from the agent since: the fork's tools
+    # narrow to nothing (never to the agent's other tools), and note stays disabled.
+    again: list[list[Any]] = [[Call("note", {"text": "y"})], [Say("after restart")]]
+    rows, model = await after_restart(root, store, fork.session.id, [note], again)
+    assert rows[-1].body == "after restart"
+    assert rows[-2].tool_name == "note" and "unavailable" in rows[-2].body
 
 
 async def test_invalid_arguments_survive_a_restart(tmp_path: Path, store: str | None) -> None:
