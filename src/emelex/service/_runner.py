@@ -128,7 +128,7 @@ class Runner:
                 starter = starter.harness(harness)
             state.app = (
                 await starter.session_id(state.session_id)
-                # The store only holds what this Host's turns committed.
+                # The store holds only what Hosts committed (turns, checkpoints, forks).
                 .history(history, committed=True)
                 .tool_journal(hooks.journal)
                 .start()
