@@ -15,12 +15,26 @@ from emelex.agent import (
     HookContext,
     InvalidHistory,
     ReplaceRequest,
+    ResourceCeilings,
     ToolCompleted,
     ToolStarted,
+    TurnCore,
+    validate_history,
 )
+from emelex.agent._ceilings import RequestSize
 from emelex.agent._retired import RETIRED_DESCRIPTION, retired_definition
-from emelex.model import GenerationRequest, Message, ToolCall
+from emelex.agent._tool_table import ToolTable
+from emelex.model import (
+    Completed,
+    GenerationOptions,
+    GenerationRequest,
+    Message,
+    Response,
+    ToolCall,
+    Usage,
+)
 from emelex.testing import Call, Say, ScriptedModel, ScriptedTool
+from emelex.tools import ToolOutput
 
 Make = Callable[..., AgentSessionBuilder]
 
@@ -172,3 +186,43 @@ async def test_a_hook_may_hand_back_a_request_with_placeholders(make_builder: Ma
         turn = await session.run("go")
     assert turn.response.text == "ok"
     assert declared(model.requests[0]) == {"gone": RETIRED_DESCRIPTION}
+
+
+def test_the_validator_checks_declarations_only_when_given_them() -> None:
+    history = answered(("c1", "gone"))
+    validate_history(history, None)  # committed: the call was answered, so it is replay
+    with pytest.raises(InvalidHistory, match="undeclared tool 'gone'"):
+        validate_history(history, ["t"])
+    with pytest.raises(InvalidHistory, match="never answered"):
+        validate_history(history[:2], None)
+
+
+def test_the_pure_core_declares_an_unknown_name_from_the_round_after_its_call() -> None:
+    table = ToolTable([ScriptedTool("t")])
+    core = TurnCore(
+        turn_id="turn-1",
+        user_message=Message("user", "hi"),
+        history=(),
+        history_size=RequestSize(),
+        tools=table,
+        enabled=frozenset(table.names),
+        history_tools=frozenset(),
+        strip_reasoning=False,
+        options=GenerationOptions(),
+        ceilings=ResourceCeilings(),
+    )
+    core.start()
+    first, _ = core.begin_round()
+    assert [tool.name for tool in first.tools] == ["t"]
+    calls = (ToolCall("p1", "nope", {}), ToolCall("p2", "t", {}))
+    core.on_model_event(Completed(Response("", None, calls, Usage(), "tool_calls")))
+    plan, _ = core.end_round()
+    unknown, known = plan
+    assert unknown.tool is None and unknown.immediate is not None
+    assert unknown.immediate.text.startswith("unknown tool 'nope'")
+    assert known.immediate is None  # the real tool is planned as usual
+    core.record_result(unknown.call.id, unknown.immediate, executed=False)
+    core.record_result(known.call.id, ToolOutput("ok"), executed=True)
+    core.finish_batch()
+    second, _ = core.begin_round()
+    assert second.tools == (table["t"].definition, retired_definition("nope"))
