@@ -120,6 +120,7 @@ class AgentSessionBuilder:
         self._prepared: _Prepared | None = None
         self._system_prompt: str | None = None
         self._history: tuple[Message, ...] = ()
+        self._history_committed = False
         self._tools: list[AgentTool] = []
         self._approval: ApprovalPolicy = DenyAll()
         self._options = GenerationOptions()
@@ -138,8 +139,24 @@ class AgentSessionBuilder:
         self._system_prompt = text
         return self
 
-    def history(self, messages: Iterable[Message]) -> AgentSessionBuilder:
+    def history(
+        self, messages: Iterable[Message], *, committed: bool = False
+    ) -> AgentSessionBuilder:
+        """Resume from ``messages``.
+
+        History from outside (the default) is held to every rule: a call must have a
+        unique id and exactly one result, and must name a tool of this session.
+        ``committed=True`` says the messages are history this harness committed (a
+        store that only ever held ``AgentTurn.messages`` and checkpoints): the structure
+        is checked the same way, but a call naming a tool the session does not have
+        (the model's unknown name, answered with an error result; a tool removed since)
+        is kept as it was answered. Requests then declare such a name with a retired
+        placeholder, only so they render: it is never executable and adds nothing to
+        the authority snapshot or ``available_tools``."""
+        if not isinstance(committed, bool):
+            raise TypeError(f"history(committed=...) needs a bool, got {committed!r}")
         self._history = tuple(messages)
+        self._history_committed = committed
         return self
 
     def tool(self, tool: AgentTool) -> AgentSessionBuilder:
@@ -322,7 +339,8 @@ class AgentSessionBuilder:
             max_argument_bytes=self._ceilings.max_tool_argument_bytes,
         )
         history = self._history
-        validate_history(history, table.names)
+        # What the harness committed answered every call it holds, whatever it named.
+        validate_history(history, None if self._history_committed else table.names)
         refuse_video(history, "resumed history")
         has_system = bool(history) and history[0].role == "system"
         if self._system_prompt is not None:

@@ -17,7 +17,9 @@ def validate_history(messages: Sequence[Message], declared: Iterable[str] | None
     Rules: a system message may only come first; every assistant tool call has a unique
     id, names a declared tool and is answered by exactly one tool message among the
     messages directly following it; tool messages answer a call of that batch only.
-    ``declared=None`` checks structure only (no declaration check).
+    ``declared=None`` checks structure only (no declaration check): for history the
+    harness committed itself, whose calls of tools a session lacks were answered with a
+    synthetic result (requests declare those names with a retired placeholder).
     """
     names = None if declared is None else set(declared)
     seen_ids: set[str] = set()

@@ -17,6 +17,8 @@ returns. It owns the rules that decide what a turn may commit:
   keeps (system prompt and current user message). A round that does not is *refused*:
   it enters the turn as a ceiling-safe stand-in whose calls all get a synthetic
   "refused" result, and the model gets its next round to try again;
+* every name a request calls is declared: a disabled tool history references by its
+  own declaration, a name the table lacks by a retired placeholder (:mod:`._retired`);
 * requests are fitted under the ceilings (earlier turns, then earlier rounds of this
   turn, are left out of the request, never out of history), so a history committed
   past a ceiling never blocks later turns;
@@ -63,6 +65,7 @@ from emelex.agent._events import (
     TurnCompleted,
     TurnStarted,
 )
+from emelex.agent._history import referenced_tools
 from emelex.agent._hook_core import (
     checked_arguments,
     checked_output,
@@ -70,6 +73,7 @@ from emelex.agent._hook_core import (
     result_digest,
 )
 from emelex.agent._hooks import HookPoint, HookRecord
+from emelex.agent._retired import with_retired
 from emelex.agent._tool_table import RegisteredTool, ToolTable
 from emelex.agent._video import refuse_video
 from emelex.model import (
@@ -212,6 +216,7 @@ class TurnCore:
         self._tools = tools
         self._enabled = enabled
         self._referenced = set(history_tools)
+        self._schemas: dict[str, int] = {}  # what the current request declares, by size
         self._strip = strip_reasoning
         self._options = options
         self._ceilings = ceilings
@@ -260,13 +265,15 @@ class TurnCore:
         if self.round >= self.max_rounds:
             raise RoundLimitExceeded(self.max_rounds)
         tools = self._advertised()
+        schemas = {tool.name: self._tools[tool.name].schema_bytes for tool in tools}
+        everything = self._history + tuple(self._messages)
         messages = fit_to_ceilings(
-            self._history + tuple(self._messages),
-            self._size,
-            sum(self._tools[tool.name].schema_bytes for tool in tools),
-            self._ceilings,
-            self._all_costs,
+            everything, self._size, sum(schemas.values()), self._ceilings, self._all_costs
         )
+        # Every name the request calls is declared, the ones the table lacks by a retired
+        # placeholder; when fitting left turns out, only their names are looked up again.
+        called = self._referenced if messages is everything else referenced_tools(messages)
+        tools, self._schemas = with_retired(tools, schemas, called, self._tools, self._ceilings)
         # The last line: no model sees encoded video. The session's history came in
         # video-free (refused at build, and every earlier turn passed this check), so
         # only this turn's messages need a look, each once (history-independent cost).
@@ -565,8 +572,7 @@ class TurnCore:
         """``new`` in place of ``request``, once it passes the ceilings and offers only
         tools this turn advertises. Raises HookFailed otherwise."""
         self._expect(TurnPhase.GENERATING)
-        schemas = {t.name: self._tools[t.name].schema_bytes for t in request.tools}
-        checked = checked_request(hook, new, schemas, self._ceilings)
+        checked = checked_request(hook, new, self._schemas, self._ceilings)
         return checked, self._record("before_model_request", hook, None, request, checked)
 
     def replace_arguments(

@@ -95,6 +95,7 @@ class SessionStarter:
         self._used = False
         self._contributions: list[tuple[str, Contribution]] = []
         self._history: tuple[Message, ...] = ()
+        self._committed = False
         self._journal: ToolJournal | None = None
 
     def harness(self, harness: Harness) -> SessionStarter:
@@ -107,17 +108,24 @@ class SessionStarter:
         self._session_id = session_id
         return self
 
-    def history(self, messages: Iterable[Message]) -> SessionStarter:
+    def history(self, messages: Iterable[Message], *, committed: bool = False) -> SessionStarter:
         """Resume or fork: continue from committed ``messages`` (e.g. another session's
         :attr:`Session.history`), task list included. A leading system message is
         replaced by the one this agent and harness assemble now. The messages are
         checked at ``start()`` (``InvalidHistory`` when they call a tool this session
-        does not offer, ...); usage budgets count from zero in the new session."""
+        does not offer, ...); usage budgets count from zero in the new session.
+
+        ``committed=True``: the messages are history emelex committed (read back from
+        its own store), so calls of tools this session lacks are kept as they were
+        answered (see :meth:`emelex.agent.AgentSessionBuilder.history`)."""
         items = tuple(messages)
         for item in items:
             if not isinstance(item, Message):
                 raise TypeError(f"history(...) needs Messages, got {type(item).__name__}")
+        if not isinstance(committed, bool):
+            raise TypeError(f"history(committed=...) needs a bool, got {committed!r}")
         self._history = items
+        self._committed = committed
         return self
 
     def tool_journal(self, journal: ToolJournal | None) -> SessionStarter:
@@ -203,7 +211,7 @@ class SessionStarter:
                 .options(agent.options)
                 .session_id(session_id)
                 .tools(GatedTool(tool, hub) for tool in assembly.tools)
-                .history(history)
+                .history(history, committed=self._committed)
                 .tool_journal(self._journal)
                 .max_retries(agent.max_retries)
                 .hooks(agent.hooks)

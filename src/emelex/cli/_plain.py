@@ -58,10 +58,13 @@ async def start_plain_session(
     *,
     max_rounds: int,
     history: Sequence[Message] = (),
+    committed: bool = False,
     session_id: str | None = None,
 ) -> Session:
-    """Start the plain session through ``engine`` (resumed from ``history``)."""
-    starter = engine.create(agent).harness(harness).history(history)
+    """Start the plain session through ``engine``, resumed from ``history``
+    (``committed``: read back from the command's own store, see
+    :meth:`~emelex.app.SessionStarter.history`)."""
+    starter = engine.create(agent).harness(harness).history(history, committed=committed)
     if session_id is not None:
         starter.session_id(session_id)
     session = await starter.start()

@@ -119,6 +119,8 @@ async def _start_plain(
         harness,
         max_rounds=getattr(args, "max_rounds", None) or DEFAULT_MAX_ROUNDS,
         history=history,
+        # Only chat --resume gives history, read back from the command's own store.
+        committed=True,
         session_id=session_id,
     )
 

@@ -129,12 +129,18 @@ class Runner:
                 starter = starter.harness(harness)
             state.app = (
                 await starter.session_id(state.session_id)
-                .history(history)
+                # The store holds only what Hosts committed (turns, checkpoints, forks).
+                .history(history, committed=True)
                 .tool_journal(hooks.journal)
                 .start()
             )
             if state.tools is not None:
-                state.app.agent_session.set_enabled_tools(state.tools)
+                # A tool removed from the agent since the session narrowed its tools is
+                # gone from the ceiling too: the narrowed set only ever shrinks.
+                available = set(state.app.agent_session.available_tools)
+                state.app.agent_session.set_enabled_tools(
+                    name for name in state.tools if name in available
+                )
         return state.app
 
     async def _run_turn(
