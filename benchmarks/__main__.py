@@ -81,7 +81,7 @@ BENCHMARKS: dict[str, str] = {
     "transport": "the Host over its socket (emelex serve) against bare hypercorn and in process",
     "drafts": "live drafts of a streaming answer to live watchers against none",
     "temporal": "a tool round as a Temporal turn workflow against a hand-written workflow "
-    "running the same activities",
+    "running the same activities, and against openai-agents and pydantic-ai on Temporal",
 }
 #: Seconds a benchmark may run before it is stopped (and its rows marked failed).
 TIMEOUT_FULL = 3_600.0

@@ -1,5 +1,6 @@
-"""``python -m benchmarks``: the table printers on fake rows, the harness's rows without
-competitors, and the real runner on the cheapest benchmark."""
+"""``python -m benchmarks``: the table printers on fake rows, the harness's and the
+Temporal benchmark's rows without competitors, and the real runner on the cheapest
+benchmark."""
 
 from __future__ import annotations
 
@@ -209,6 +210,34 @@ def test_harness_rows_without_competitors_are_skipped_with_the_reason() -> None:
     assert rows[0].anchor == "langgraph (2-node graph) 6,000"
     assert rows[0].ratio == "0.100x time"
     assert "failed: openai-agents" in rows[0].note
+
+
+def test_temporal_rows_without_competitors_are_skipped_with_the_reason() -> None:
+    pytest.importorskip("temporalio")
+    from benchmarks import temporal
+
+    measured = temporal.Measured(10, 2, [200.0, 202.0], [198.0, 200.0], [35.0], [34.0])
+    measured.competitors = [
+        temporal.Competitor(name, script) for name, script in temporal.COMPETITOR_SCRIPTS
+    ]
+    measured.missing = "competitors not installed: run `...`"
+    rows = temporal.summary_rows(measured)
+    assert [row.met for row in rows] == ["yes", "n/a", "n/a", "skipped", "skipped", "skipped"]
+    assert rows[0].ratio == "1.01x time"
+    assert rows[3].emelex == "201.0 ms"
+    assert rows[3].note == "competitors not installed: run `...`"
+
+    bare, agents, pydantic = measured.competitors
+    bare.rounds_ms, bare.rounds_cpu_ms = [150.0], [20.0]
+    agents.version, agents.rounds_ms, agents.rounds_cpu_ms = "1.1.0", [100.5], [70.0]
+    pydantic.error = "exit 1: boom"
+    rows = temporal.summary_rows(measured)
+    assert [row.met for row in rows] == ["yes", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "failed"]
+    assert rows[5].anchor == "openai-agents on Temporal 1.1.0 100.5 ms"
+    assert rows[5].ratio == "2.00x time"
+    assert rows[5].note.endswith("against emelex's floor 0.51x")
+    assert rows[6].ratio == "0.50x time"
+    assert rows[7].note == "exit 1: boom"
 
 
 def test_an_unimportable_benchmark_is_skipped_not_fatal() -> None:
