@@ -184,6 +184,7 @@ async def follow(host: HostAPI, session_id: str, mapper: RunMapper, emit: Emit) 
                 if first and isinstance(update, QueueChanged):
                     entries = update.queue.entries
                     if all(e.invocation_id != mapper.invocation_id for e in entries):
+                        mapper.observe(update.queue)
                         await _replay(host, session_id, mapper, emit)
                         await emit(mapper.feed(update))
                         return

@@ -36,7 +36,6 @@ from emelex.contracts import (
     QueueChanged,
     QueueSnapshot,
     RowsPublished,
-    WatchEnded,
     WatchUpdate,
     to_wire,
 )
@@ -165,8 +164,13 @@ class RunMapper:
         delta = [{"op": "replace", "path": f"/{key}", "value": pending[key]} for key in changed]
         return [{"type": "STATE_DELTA", "delta": delta}]
 
-    def _queue(self, queue: QueueSnapshot) -> list[Event]:
+    def observe(self, queue: QueueSnapshot) -> None:
+        """Take ``queue`` as the state to send with the next events (a replay learns the
+        queue first and is fed it after the rows it ended)."""
         self._pending = {**self._pending, "queue": [to_wire(e) for e in queue.entries]}
+
+    def _queue(self, queue: QueueSnapshot) -> list[Event]:
+        self.observe(queue)
         entry = next((e for e in queue.entries if e.invocation_id == self.invocation_id), None)
         if entry is not None:
             self.seen = entry.state
