@@ -17,7 +17,7 @@ import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx
 import pytest
@@ -55,7 +55,7 @@ def _agent(*second_round: Any) -> Agent:
     return builder.model(ScriptedModel(rounds)).approver(DenyAll()).build()
 
 
-def _unavailable(reason: str) -> None:
+def _unavailable(reason: str) -> NoReturn:
     if os.environ.get("CI") == "true":
         pytest.fail(reason)
     pytest.skip(reason)
@@ -122,15 +122,13 @@ async def _run_node(arguments: list[str]) -> dict[str, Any]:
     return result
 
 
-async def _read_bounded(
-    stream: trio.abc.ReceiveStream, into: dict[str, bytes], name: str
-) -> None:
+async def _read_bounded(stream: trio.abc.ReceiveStream, into: dict[str, bytes], name: str) -> None:
     chunks: list[bytes] = []
     size = 0
     while chunk := await stream.receive_some(65536):
         size += len(chunk)
         assert size <= MAX_OUTPUT, "the client printed more than expected"
-        chunks.append(chunk)
+        chunks.append(bytes(chunk))
     into[name] = b"".join(chunks)
 
 
@@ -289,8 +287,8 @@ async def test_a_reconnect_resumes_from_the_cursor_without_duplicates(tmp_path: 
             ask = {"id": "u", "role": "user", "content": "Note milk."}
             first, _ = await _sse(client, {"threadId": thread, "runId": "r1", "messages": [ask]})
             asked, arguments = _approval(first)
-            call = {"id": asked, "type": "function"}
-            call["function"] = {"name": "emelex_approval", "arguments": arguments}
+            function = {"name": "emelex_approval", "arguments": arguments}
+            call: dict[str, Any] = {"id": asked, "type": "function", "function": function}
             answer = {
                 "id": "t",
                 "role": "tool",

@@ -13,25 +13,31 @@ from emelex.contracts import (
     DraftUpdated,
     HistoryRow,
     Interaction,
+    InteractionId,
     InteractionsChanged,
+    InvocationId,
+    OperationRef,
     Position,
     QueueChanged,
     QueueEntry,
     QueueSnapshot,
     RowsPublished,
+    SessionId,
     SettledInvocation,
     ToolCallInfo,
+    TurnId,
     WatchEnded,
     WatchUpdate,
 )
 from emelex.service._errors import InvalidRequest
 from emelex.service.transport._agui_events import APPROVAL_TOOL, RunMapper
 
-SESSION = "s-1"
-INVOCATION = "inv-1"
-TURN = "turn-1"
+SESSION = SessionId("s-1")
+INVOCATION = InvocationId("inv-1")
+TURN = TurnId("turn-1")
 CALL = "call-1"
-ASK = "ask-1"
+ASK = InteractionId("ask-1")
+OPERATION = OperationRef("op")
 
 
 def _mapper(**options: Any) -> RunMapper:
@@ -39,22 +45,22 @@ def _mapper(**options: Any) -> RunMapper:
 
 
 def _queue(state: str | None, *, settled: str | None = None, revision: int = 1) -> QueueChanged:
-    entries = ()
+    entries: tuple[QueueEntry, ...] = ()
     if state is not None:
         entry = QueueEntry(
             invocation_id=INVOCATION,
-            operation="op",
+            operation=OPERATION,
             work="send",
             state=state,  # type: ignore[arg-type]
             admitted_sequence=2,
         )
         entries = (entry,)
-    gone = ()
+    gone: tuple[SettledInvocation, ...] = ()
     if settled is not None:
         gone = (
             SettledInvocation(
                 invocation_id=INVOCATION,
-                operation="op",
+                operation=OPERATION,
                 work="send",
                 text="Note milk.",
                 text_clipped=False,
@@ -301,7 +307,12 @@ def test_a_failed_step_closes_its_message_and_matches_no_row() -> None:
 def test_other_invocations_and_a_closed_watch() -> None:
     mapper = _mapper()
     stranger = DraftUpdated(
-        invocation_id="inv-2", step=0, text_offset=0, text="x", thinking_offset=0, thinking=""
+        invocation_id=InvocationId("inv-2"),
+        step=0,
+        text_offset=0,
+        text="x",
+        thinking_offset=0,
+        thinking="",
     )
     assert _feed(mapper, _queue("running"), stranger) == []
     events = mapper.feed(WatchEnded(reason="lagged", resume_after=None))
