@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import AsyncIterator
@@ -97,13 +98,18 @@ async def _host(root: Path, agent: Agent) -> AsyncIterator[tuple[Serving, str, s
         yield serving, token, created.session.id
 
 
-async def _run_node(arguments: list[str]) -> dict[str, Any]:
-    """Run the client script; its output is read within MAX_OUTPUT bytes and 60 s."""
+async def _run_node(
+    arguments: list[str], *, script: Path = SCRIPT, env: dict[str, str] | None = None
+) -> bytes:
+    """Run a client script; its output is read within MAX_OUTPUT bytes and 60 s."""
     node = shutil.which("node")
     assert node is not None
     output: dict[str, bytes] = {}
     process = await trio.lowlevel.open_process(
-        [node, str(SCRIPT), *arguments], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [node, str(script), *arguments],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=None if env is None else {**os.environ, **env},
     )
     try:
         with trio.fail_after(60):
@@ -118,8 +124,7 @@ async def _run_node(arguments: list[str]) -> dict[str, Any]:
             with trio.CancelScope(shield=True):
                 await process.wait()
     assert process.returncode == 0, output["err"].decode(errors="replace")
-    result: dict[str, Any] = json.loads(output["out"])
-    return result
+    return output["out"]
 
 
 async def _read_bounded(stream: trio.abc.ReceiveStream, into: dict[str, bytes], name: str) -> None:
@@ -177,7 +182,8 @@ async def test_ag_ui_client_runs_a_tool_round_with_an_approval(
     agent = _agent(Wait(0.5), Think("Noted."), Say("Done."))
     async with _host(tmp_path / "root", agent) as (serving, token, thread):
         assert serving.url is not None
-        result = await _run_node([str(client_modules), serving.url, token, thread])
+        printed = await _run_node([str(client_modules), serving.url, token, thread])
+    result = json.loads(printed)
     assert NOTES == ["milk"]
     first, second = result["runs"]
     names = Names(thread=thread, **_ids(first))
@@ -274,6 +280,31 @@ def _approval(events: list[dict[str, Any]]) -> tuple[str, str]:
         e for e in events if e["type"] == "TOOL_CALL_ARGS" and "interactionId" in e["delta"]
     )
     return args["toolCallId"], args["delta"]
+
+
+async def test_the_pages_client_snippet_runs(tmp_path: Path, client_modules: Path) -> None:
+    page = (Path(__file__).parents[2] / "docs" / "service" / "ag-ui.md").read_text()
+    (snippet,) = re.findall(r"^```js\n(.*?)^```$", page, re.S | re.M)
+    script = tmp_path / "approve.cjs"
+    script.write_text(snippet)
+    async with _host(tmp_path / "root", _agent(Say("Done."))) as (serving, token, thread):
+        assert serving.url is not None
+        # CommonJS require() also looks in NODE_PATH: the cached client stands in for
+        # the reader's own `npm install`.
+        modules = {"NODE_PATH": str(client_modules)}
+        printed = await _run_node([serving.url, token, thread], script=script, env=modules)
+    lines = printed.decode().splitlines()
+    assert lines[0] == "RUN_STARTED" and lines.count("RUN_FINISHED") == 2
+    assert 'approve note {"text":"milk"}?' in lines
+    assert lines[-6:] == [
+        "user: Note milk.",
+        "assistant: ",  # the note call
+        "tool: noted milk",
+        "assistant: ",  # the approval call
+        'tool: {"approved":true}',
+        "assistant: Done.",
+    ]
+    assert NOTES == ["milk"]
 
 
 # Leaving a streamed httpx response early leaves httpcore's body generators to the
