@@ -262,7 +262,10 @@ async def serve_run(
     last_event_id = _header(scope, b"last-event-id")
     mapper = await _begin(host, data, last_event_id)
     stream = EventStream(send, mapper, write_seconds)
-    await stream.start()
+    try:
+        await stream.start()
+    except trio.TooSlowError:
+        return  # the client reads nothing, not even the answer's head
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_until_disconnect, receive, nursery.cancel_scope)
         try:
