@@ -179,7 +179,7 @@ async def test_ag_ui_client_runs_a_tool_round_with_an_approval(
     tmp_path: Path, client_modules: Path
 ) -> None:
     # The wait lets the answering run's watch begin before the answer streams.
-    agent = _agent(Wait(0.5), Think("Noted."), Say("Done."))
+    agent = _agent(Wait(1.0), Think("Noted."), Say("Done."))
     async with _host(tmp_path / "root", agent) as (serving, token, thread):
         assert serving.url is not None
         printed = await _run_node([str(client_modules), serving.url, token, thread])

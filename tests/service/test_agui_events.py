@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import attrs
 import pytest
 
 from emelex.contracts import (
@@ -30,7 +31,13 @@ from emelex.contracts import (
     WatchUpdate,
 )
 from emelex.service._errors import InvalidRequest
-from emelex.service.transport._agui_events import APPROVAL_TOOL, RunMapper
+from emelex.service.transport._agui_events import (
+    APPROVAL_TOOL,
+    MAX_ASKED,
+    MAX_CURSOR_CHARS,
+    MAX_TRACKED,
+    RunMapper,
+)
 
 SESSION = SessionId("s-1")
 INVOCATION = InvocationId("inv-1")
@@ -325,6 +332,26 @@ def test_other_invocations_and_a_closed_watch() -> None:
 def test_a_cursor_the_host_did_not_write_is_refused(cursor: str) -> None:
     with pytest.raises(InvalidRequest):
         RunMapper.resume(cursor, thread_id=SESSION, run_id="run-1")
+
+
+def test_a_long_invocation_keeps_its_cursor_bounded() -> None:
+    mapper = _mapper()
+    _feed(mapper, _queue("running"))
+    for step in range(1000):
+        _feed(mapper, _draft(step, text="x" * 4096, thinking="y" * 4096))
+    for ask in range(100):
+        pending = attrs.evolve(
+            _asked(),
+            id=InteractionId(f"ask-{ask:03}-{'z' * 100}"),
+            tool_call=ToolCallInfo(id=f"call-{ask:03}-{'z' * 100}", name="note", arguments={}),
+        )
+        mapper.finished = False
+        _feed(mapper, InteractionsChanged(pending=(pending,)))
+    cursor = mapper.cursor()
+    assert len(cursor) <= MAX_CURSOR_CHARS
+    resumed = RunMapper.resume(cursor, thread_id=SESSION, run_id="run-2")
+    assert [s.number for s in resumed.steps] == list(range(1000 - MAX_TRACKED, 1000))
+    assert len(resumed.calls) == MAX_ASKED and resumed.approvals == [pending.id]
 
 
 def test_the_cursor_round_trips() -> None:

@@ -46,9 +46,13 @@ APPROVAL_TOOL: Final = "emelex_approval"
 #: The AG-UI protocol version these events follow.
 PROTOCOL_VERSION: Final = "1.0"
 #: A cursor longer than this is refused before it is decoded.
-MAX_CURSOR_CHARS: Final = 8192
-#: Steps, tool calls and approvals a cursor remembers (older ones are dropped first).
+MAX_CURSOR_CHARS: Final = 16384
+#: Steps a cursor remembers (the oldest are dropped first): one invocation's model
+#: steps, each a few numbers.
 MAX_TRACKED: Final = 128
+#: Proposed calls and approvals a cursor remembers: only those of approvals asked and
+#: not yet committed or resolved, so a few.
+MAX_ASKED: Final = 32
 
 Event = dict[str, Any]
 
@@ -66,6 +70,14 @@ class _Step:
     text_state: int = _NOT_STARTED
     thinking_state: int = _NOT_STARTED
     failed: bool = False
+    #: Whether a committed row's answer (reasoning) was matched to this step: rows
+    #: match the streamed steps in order, each step once.
+    answered: bool = False
+    thought: bool = False
+
+    @property
+    def flags(self) -> int:
+        return int(self.failed) | int(self.answered) << 1 | int(self.thought) << 2
 
 
 def _position_after(position: Position, cursor: Position | None) -> bool:
@@ -93,8 +105,6 @@ class RunMapper:
     #: Rows at or before this position were seen (the watch's cursor).
     after: Position | None = None
     steps: list[_Step] = attrs.field(factory=list)
-    answers_matched: int = 0
-    thoughts_matched: int = 0
     calls: list[str] = attrs.field(factory=list)
     approvals: list[str] = attrs.field(factory=list)
     #: The invocation's outcome as its drafts' clearing named it.
@@ -192,6 +202,9 @@ class RunMapper:
 
     def _interactions(self, pending: Sequence[Interaction]) -> list[Event]:
         self._pending = {**self._pending, "interactions": [to_wire(i) for i in pending]}
+        # A resolved interaction is never pending again: its id need not be kept.
+        still = {i.id for i in pending}
+        self.approvals = [a for a in self.approvals if a in still]
         mine = [i for i in pending if i.invocation_id == self.invocation_id]
         if not mine:
             return []
@@ -201,6 +214,7 @@ class RunMapper:
             self.turn_id = interaction.turn_id
             call = interaction.tool_call
             if call.id not in self.calls:
+                _remember(self.calls, call.id)
                 events += self._call(call.id, call.name, call.arguments)
             fresh = interaction.id not in self.approvals
             _remember(self.approvals, interaction.id)
@@ -369,10 +383,9 @@ class RunMapper:
     def _assistant(self, row: HistoryRow) -> list[Event]:
         events: list[Event] = []
         if row.thinking:
-            streamed = [s for s in self.steps if s.thinking and not s.failed]
-            index, self.thoughts_matched = self.thoughts_matched, self.thoughts_matched + 1
-            if index < len(streamed):
-                step = streamed[index]
+            step = next((s for s in self.steps if s.thinking and not (s.failed or s.thought)), None)
+            if step is not None:
+                step.thought = True
                 message = f"{self.invocation_id}:{step.number}:reasoning"
                 if step.thinking_state == _OPEN and len(row.thinking) > step.thinking:
                     rest = row.thinking[step.thinking :]
@@ -384,10 +397,9 @@ class RunMapper:
                 events += self._close_all()
                 events += _reasoning(f"{row.turn_id}:{_at(row.position)}:reasoning", row.thinking)
         if row.body:
-            answered = [s for s in self.steps if s.text and not s.failed]
-            index, self.answers_matched = self.answers_matched, self.answers_matched + 1
-            if index < len(answered):
-                step = answered[index]
+            step = next((s for s in self.steps if s.text and not (s.failed or s.answered)), None)
+            if step is not None:
+                step.answered = True
                 message = f"{self.invocation_id}:{step.number}"
                 if step.text_state == _OPEN and len(row.body) > step.text:
                     rest = row.body[step.text :]
@@ -399,13 +411,16 @@ class RunMapper:
                 events += self._close_all()
                 events += _answer(f"{row.turn_id}:{_at(row.position)}", row.body)
         for call in row.tool_calls:
-            if call.id not in self.calls:
-                events += self._close_all()
-                events += self._call(call.id, call.name, call.arguments)
+            if call.id in self.calls:
+                # Shown with its approval; a committed call is never seen again (the
+                # row cursor moves past it), so the id need not be kept.
+                self.calls.remove(call.id)
+                continue
+            events += self._close_all()
+            events += self._call(call.id, call.name, call.arguments)
         return events
 
     def _call(self, call_id: str, name: str, arguments: dict[str, Any]) -> list[Event]:
-        _remember(self.calls, call_id)
         return [
             {"type": "TOOL_CALL_START", "toolCallId": call_id, "toolCallName": name},
             {"type": "TOOL_CALL_ARGS", "toolCallId": call_id, "delta": _json(arguments)},
@@ -423,10 +438,9 @@ class RunMapper:
             if self.after is None
             else [self.after.source_sequence, self.after.item_index],
             "steps": [
-                [s.number, s.text, s.thinking, s.text_state, s.thinking_state, int(s.failed)]
+                [s.number, s.text, s.thinking, s.text_state, s.thinking_state, s.flags]
                 for s in self.steps
             ],
-            "matched": [self.answers_matched, self.thoughts_matched],
             "calls": self.calls,
             "approvals": self.approvals,
             "outcome": self.outcome,
@@ -450,10 +464,8 @@ class RunMapper:
                 if after is None
                 else Position(source_sequence=after[0], item_index=after[1]),
                 steps=[_restored_step(item) for item in _items(value["steps"])],
-                answers_matched=_count(value["matched"][0]),
-                thoughts_matched=_count(value["matched"][1]),
-                calls=[_text(c) for c in _items(value["calls"])],
-                approvals=[_text(a) for a in _items(value["approvals"])],
+                calls=[_text(c) for c in _items(value["calls"], MAX_ASKED)],
+                approvals=[_text(a) for a in _items(value["approvals"], MAX_ASKED)],
                 outcome=None if value["outcome"] is None else _text(value["outcome"]),
                 seen=None if value["seen"] is None else _text(value["seen"]),
             )
@@ -465,7 +477,7 @@ class RunMapper:
 def _remember(items: list[str], item: str) -> None:
     if item not in items:
         items.append(item)
-        del items[:-MAX_TRACKED]
+        del items[:-MAX_ASKED]
 
 
 def _at(position: Position) -> str:
@@ -519,17 +531,17 @@ def _count(value: Any) -> int:
     return value
 
 
-def _items(value: Any) -> list[Any]:
-    if not isinstance(value, list) or len(value) > MAX_TRACKED:
+def _items(value: Any, most: int = MAX_TRACKED) -> list[Any]:
+    if not isinstance(value, list) or len(value) > most:
         raise ValueError("a cursor list is too long")
     return value
 
 
 def _restored_step(item: Any) -> _Step:
-    number, text, thinking, text_state, thinking_state, failed = item
+    number, text, thinking, text_state, thinking_state, flags = item
     states = (_NOT_STARTED, _OPEN, _CLOSED)
-    if text_state not in states or thinking_state not in states or failed not in (0, 1):
+    if text_state not in states or thinking_state not in states or flags not in range(8):
         raise ValueError("a cursor step is malformed")
-    return _Step(
-        _count(number), _count(text), _count(thinking), text_state, thinking_state, bool(failed)
-    )
+    step = _Step(_count(number), _count(text), _count(thinking), text_state, thinking_state)
+    step.failed, step.answered, step.thought = bool(flags & 1), bool(flags & 2), bool(flags & 4)
+    return step
