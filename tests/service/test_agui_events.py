@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import attrs
 import pytest
 
 from emelex.contracts import (
@@ -82,13 +81,13 @@ def _queue(state: str | None, *, settled: str | None = None, revision: int = 1) 
     return QueueChanged(queue=snapshot)
 
 
-def _asked() -> Interaction:
+def _asked(ask: str = ASK, call: str = CALL) -> Interaction:
     return Interaction(
-        id=ASK,
+        id=InteractionId(ask),
         session_id=SESSION,
         invocation_id=INVOCATION,
         turn_id=TURN,
-        tool_call=ToolCallInfo(id=CALL, name="note", arguments={"text": "milk"}),
+        tool_call=ToolCallInfo(id=call, name="note", arguments={"text": "milk"}),
         reason="note milk?",
         state="pending",
         requested_sequence=4,
@@ -340,11 +339,7 @@ def test_a_long_invocation_keeps_its_cursor_bounded() -> None:
     for step in range(1000):
         _feed(mapper, _draft(step, text="x" * 4096, thinking="y" * 4096))
     for ask in range(100):
-        pending = attrs.evolve(
-            _asked(),
-            id=InteractionId(f"ask-{ask:03}-{'z' * 100}"),
-            tool_call=ToolCallInfo(id=f"call-{ask:03}-{'z' * 100}", name="note", arguments={}),
-        )
+        pending = _asked(f"ask-{ask:03}-{'z' * 100}", f"call-{ask:03}-{'z' * 100}")
         mapper.finished = False
         _feed(mapper, InteractionsChanged(pending=(pending,)))
     cursor = mapper.cursor()
