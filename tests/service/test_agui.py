@@ -28,7 +28,7 @@ from emelex.agent import DenyAll
 from emelex.app import Agent
 from emelex.service import HostClient
 from emelex.service.transport._serve import Serving
-from emelex.testing import Call, Say, ScriptedModel, Think, Wait
+from emelex.testing import Call, Fail, Say, ScriptedModel, Think, Wait
 from emelex.tools import tool
 from tests.service.conftest import served
 
@@ -361,6 +361,19 @@ async def test_a_reconnect_resumes_from_the_cursor_without_duplicates(tmp_path: 
         "RUN_FINISHED",
     ]
     assert again[4]["delta"] == "Done and dusted."
+
+
+async def test_a_failed_turn_ends_its_run_with_run_error(tmp_path: Path) -> None:
+    agent = Agent.builder().name("helper").instructions("Help.").approver(DenyAll())
+    failing = agent.model(ScriptedModel([[Fail(RuntimeError("upstream broke"))]])).build()
+    async with _host(tmp_path / "root", failing) as (serving, token, thread):
+        headers = {"authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(base_url=str(serving.url), headers=headers) as client:
+            ask = {"id": "u", "role": "user", "content": "Try."}
+            events, _ = await _sse(client, {"threadId": thread, "runId": "r", "messages": [ask]})
+    assert [e["type"] for e in events] == ["RUN_STARTED", "STATE_SNAPSHOT", "RUN_ERROR"]
+    assert events[-1]["code"] == "failed"
+    assert events[1]["snapshot"] == {"queue": [], "interactions": []}
 
 
 async def test_the_route_needs_the_flag_and_the_token(tmp_path: Path) -> None:
