@@ -5,7 +5,8 @@ it is parsed, then decoded strictly into the route's request contract; every fai
 is ``{"error": {"type", "message"}}`` with the status of the error's class. One app
 serves one listener: the Unix socket's app has no token (file permissions
 authenticate), a TCP listener's app requires its bearer token on every route except
-the static page.
+the static page. With ``ag_ui``, ``POST /ag-ui/run`` answers AG-UI runs (``_agui``)
+behind the same authentication.
 """
 
 from __future__ import annotations
