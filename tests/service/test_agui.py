@@ -10,6 +10,7 @@ CI (``CI=true``), where it fails like the browser tests do.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -255,12 +256,18 @@ EXPECTED = [
 
 
 async def _sse(
-    client: httpx.AsyncClient, body: dict[str, Any], *, last_id: str | None = None, stop: int = 0
+    client: httpx.AsyncClient,
+    body: dict[str, Any],
+    *,
+    last_id: str | None = None,
+    stop: int = 0,
+    events: list[dict[str, Any]] | None = None,
+    answering: trio.Event | None = None,
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """POST a run and read its events (and the last SSE id), leaving after ``stop``
-    events when it is positive."""
+    """POST a run and read its events (into ``events``) and the last SSE id, leaving
+    after ``stop`` events when it is positive; ``answering`` is set at the first text."""
     headers = {} if last_id is None else {"last-event-id": last_id}
-    events: list[dict[str, Any]] = []
+    events = [] if events is None else events
     seen_id = last_id
     with trio.fail_after(30):
         async with client.stream("POST", "/ag-ui/run", json=body, headers=headers) as answer:
@@ -270,6 +277,8 @@ async def _sse(
                     seen_id = line.removeprefix("id: ")
                 elif line.startswith("data: "):
                     events.append(json.loads(line.removeprefix("data: ")))
+                    if answering is not None and events[-1]["type"] == "TEXT_MESSAGE_CONTENT":
+                        answering.set()
                     if stop and len(events) >= stop:
                         break
     return events, seen_id
@@ -374,6 +383,30 @@ async def test_a_failed_turn_ends_its_run_with_run_error(tmp_path: Path) -> None
     assert [e["type"] for e in events] == ["RUN_STARTED", "STATE_SNAPSHOT", "RUN_ERROR"]
     assert events[-1]["code"] == "failed"
     assert events[1]["snapshot"] == {"queue": [], "interactions": []}
+
+
+async def test_a_stopped_invocation_ends_its_run_cancelled(tmp_path: Path) -> None:
+    agent = Agent.builder().name("helper").instructions("Help.").approver(DenyAll())
+    slow = agent.model(ScriptedModel([[Say("Working"), Wait(3600)]])).build()
+    async with _host(tmp_path / "root", slow) as (serving, token, thread):
+        headers = {"authorization": f"Bearer {token}"}
+        events: list[dict[str, Any]] = []
+        ask = {"id": "u", "role": "user", "content": "Work."}
+        body = {"threadId": thread, "runId": "r", "messages": [ask]}
+        async with (
+            httpx.AsyncClient(base_url=str(serving.url), headers=headers) as client,
+            HostClient.connect(root=tmp_path / "root") as host,
+            trio.open_nursery() as nursery,
+        ):
+            answering = trio.Event()
+            run = functools.partial(_sse, client, body, events=events, answering=answering)
+            nursery.start_soon(run)
+            with trio.fail_after(30):
+                await answering.wait()
+            invocation = events[1]["snapshot"]["queue"][0]["invocationId"]
+            await host.stop(thread, invocation, operation="stop-1")
+    assert [e["type"] for e in events][-3:] == ["TEXT_MESSAGE_END", "STATE_DELTA", "RUN_FINISHED"]
+    assert events[-1]["outcome"] == {"type": "cancelled"}
 
 
 async def test_the_route_needs_the_flag_and_the_token(tmp_path: Path) -> None:
