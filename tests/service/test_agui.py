@@ -16,7 +16,7 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, MutableMapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, NoReturn
@@ -27,7 +27,8 @@ import trio
 
 from emelex.agent import DenyAll
 from emelex.app import Agent
-from emelex.service import HostClient
+from emelex.service import Host, HostClient
+from emelex.service.transport._http import HostApp
 from emelex.service.transport._serve import Serving
 from emelex.testing import Call, Fail, Say, ScriptedModel, Think, Wait
 from emelex.tools import tool
@@ -429,3 +430,39 @@ async def test_the_route_needs_the_flag_and_the_token(tmp_path: Path) -> None:
         headers = {"authorization": f"Bearer {serving.token_path.read_text().strip()}"}
         async with httpx.AsyncClient(base_url=str(serving.url), headers=headers) as client:
             assert (await client.post("/ag-ui/run", json=body)).status_code == 404
+
+
+async def _asgi(app: HostApp, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """One request straight to the ASGI app: its status and JSON answer."""
+    scope = {"type": "http", "path": "/ag-ui/run", "method": "POST", "headers": []}
+    sent: list[dict[str, Any]] = []
+    requests = [{"type": "http.request", "body": json.dumps(body).encode(), "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        if requests:
+            return requests.pop()
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(dict(message))
+
+    with trio.fail_after(10):
+        await app(scope, receive, send)
+    return sent[0]["status"], json.loads(sent[1]["body"])
+
+
+async def test_a_draining_host_refuses_sends_and_takes_answers(tmp_path: Path) -> None:
+    async with Host.open(tmp_path / "host", agents={"helper": _agent(Say("ok"))}) as host:
+        (tmp_path / "work").mkdir()
+        created = await host.create_session("helper", tmp_path / "work", operation="c")
+        app = HostApp(host, token=None, ag_ui=True)
+        app.draining = True
+        thread = created.session.id
+        send = {"threadId": thread, "runId": "r", "messages": [{"role": "user", "content": "x"}]}
+        status, answer = await _asgi(app, send)
+        assert (status, answer["error"]["type"]) == (503, "HostClosed")
+        reply = {"role": "tool", "toolCallId": "ask-1", "content": '{"approved": true}'}
+        status, answer = await _asgi(app, {"threadId": thread, "runId": "r", "messages": [reply]})
+        # Past the drain check: the Host looked the interaction up.
+        assert (status, answer["error"]["type"]) == (404, "UnknownInteraction")

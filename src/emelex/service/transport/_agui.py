@@ -31,7 +31,7 @@ from emelex.contracts import (
     RowsPublished,
     WatchEnded,
 )
-from emelex.service._errors import InteractionSettled, InvalidRequest, UnknownRoute
+from emelex.service._errors import HostClosed, InteractionSettled, InvalidRequest, UnknownRoute
 from emelex.service.transport._agui_events import APPROVAL_TOOL, Event, RunMapper
 from emelex.service.transport._json import dump, parse_object
 
@@ -113,8 +113,11 @@ def _approval_cursor(messages: list[Any], interaction_id: str) -> str | None:
     return None
 
 
-async def _begin(host: HostAPI, data: dict[str, Any], last_event_id: str | None) -> RunMapper:
-    """The run's one operation on the Host, and the mapper that follows it."""
+async def _begin(
+    host: HostAPI, data: dict[str, Any], last_event_id: str | None, *, draining: bool
+) -> RunMapper:
+    """The run's one operation on the Host, and the mapper that follows it. A draining
+    Host admits no new work (a send) but still takes answers, like its wire routes."""
     thread_id, run_id = _id(data, "threadId"), _id(data, "runId")
     if last_event_id is not None:
         mapper = RunMapper.resume(last_event_id, thread_id=thread_id, run_id=run_id)
@@ -125,6 +128,8 @@ async def _begin(host: HostAPI, data: dict[str, Any], last_event_id: str | None)
         raise InvalidRequest("RunAgentInput.messages must end with the message to act on")
     last = messages[-1]
     if last.get("role") == "user":
+        if draining:
+            raise HostClosed("the Host is draining: it admits no new work")
         text = _content(last)
         receipt = await host.send(thread_id, text, operation=_ref(thread_id, run_id))
         start = Position(source_sequence=receipt.receipt.sequence, item_index=0)
@@ -250,6 +255,7 @@ async def serve_run(
     body: bytes,
     max_bytes: int,
     write_seconds: float,
+    draining: bool = False,
 ) -> None:
     """Answer one ``POST /ag-ui/run`` whose ``body`` was read (within the limits).
     Errors before the stream starts raise (the caller answers them as JSON); after it,
@@ -260,7 +266,7 @@ async def serve_run(
         raise InvalidRequest(f"{RUN_PATH} takes POST, not {scope['method']}")
     data = parse_object(body, max_bytes=max_bytes)
     last_event_id = _header(scope, b"last-event-id")
-    mapper = await _begin(host, data, last_event_id)
+    mapper = await _begin(host, data, last_event_id, draining=draining)
     stream = EventStream(send, mapper, write_seconds)
     try:
         await stream.start()

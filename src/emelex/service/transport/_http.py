@@ -234,8 +234,6 @@ class HostApp:
         try:
             if not self._authorized(scope):
                 raise Unauthorized("this Host needs `Authorization: Bearer <token>`")
-            if self.draining:
-                raise HostClosed("the Host is draining: it admits no new work")
             body = await self._body(scope, receive)
             await serve_run(
                 self.host,
@@ -245,6 +243,7 @@ class HostApp:
                 body=body,
                 max_bytes=self.limits.max_body_bytes,
                 write_seconds=self.limits.body_seconds,
+                draining=self.draining,
             )
         except Exception as exc:
             if status_of(exc) == 500:
