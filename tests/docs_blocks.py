@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 PROGRAM_LANGUAGES = frozenset({"python", "py"})
 #: What a non-program block may be: output, shell commands, configuration, diagrams.
-OTHER_LANGUAGES = frozenset({"text", "sh", "bash", "console", "toml", "json", "ini"})
+#: (``js``: the AG-UI page's client, which tests/service/test_agui.py runs with node.)
+OTHER_LANGUAGES = frozenset({"text", "sh", "bash", "console", "toml", "json", "ini", "js"})
 
 _FENCE = re.compile(
     r"^(?P<indent> *)(?P<fence>```+|~~~+)(?P<info>[^\n`]*)\n"

@@ -175,3 +175,27 @@ async def test_tls_listener_with_token(tmp_path: Path) -> None:
         async with HostClient.connect(serving.url, token=token) as untrusting:
             with pytest.raises(TransportError, match="CERTIFICATE_VERIFY_FAILED"):
                 await untrusting.hello()
+
+
+@pytest.mark.parametrize("flag", [True, False])
+async def test_ag_ui_flag_adds_the_run_route(tmp_path: Path, flag: bool) -> None:
+    import httpx
+
+    root = tmp_path / "root"
+    root.mkdir()
+    _package(root)
+    model = _script(tmp_path / "m.json", [[{"say": "hi"}]])
+    extra = ["--ag-ui"] if flag else []
+    async with _serving(root, model, *extra) as process:
+        transport = httpx.AsyncHTTPTransport(uds=str(root / ".emelex" / "host.sock"))
+        async with httpx.AsyncClient(transport=transport, base_url="http://host") as http:
+            with trio.fail_after(30):
+                # No body: the static pages answer 404 without reading one.
+                answer = await http.post("/ag-ui/run")
+        process.send_signal(signal.SIGTERM)
+        with trio.fail_after(60):
+            await process.wait()
+    # With the flag the run is read (and its empty body refused); without it, no route.
+    assert answer.status_code == (400 if flag else 404)
+    expected = "InvalidRequest" if flag else "UnknownRoute"
+    assert answer.json()["error"]["type"] == expected

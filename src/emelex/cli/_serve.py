@@ -67,6 +67,11 @@ def add_serve_parser(
     serve.add_argument("--cert", type=pathlib.Path, help="TLS certificate chain (PEM)")
     serve.add_argument("--key", type=pathlib.Path, help="TLS private key (PEM)")
     serve.add_argument(
+        "--ag-ui",
+        action="store_true",
+        help="also serve AG-UI runs at POST /ag-ui/run on every listener (docs/service/ag-ui.md)",
+    )
+    serve.add_argument(
         "--grace",
         type=float,
         default=30.0,
@@ -191,6 +196,7 @@ def serve_command(args: argparse.Namespace) -> int:
             key=args.key,
             grace=args.grace,
             store=store_from_environment(args.store),
+            ag_ui=args.ag_ui,
         )
         options.check()
     except ServeError as exc:

@@ -5,7 +5,8 @@ it is parsed, then decoded strictly into the route's request contract; every fai
 is ``{"error": {"type", "message"}}`` with the status of the error's class. One app
 serves one listener: the Unix socket's app has no token (file permissions
 authenticate), a TCP listener's app requires its bearer token on every route except
-the static page.
+the static page. With ``ag_ui``, ``POST /ag-ui/run`` answers AG-UI runs (``_agui``)
+behind the same authentication.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from emelex.service._errors import (
     UnknownRoute,
     UnknownSession,
 )
+from emelex.service.transport._agui import serve_run
 from emelex.service.transport._batching import send_batched
 from emelex.service.transport._frames import batch_frames, update_frame
 from emelex.service.transport._json import dump, parse_object
@@ -149,8 +151,11 @@ class HostApp:
         token: str | None,
         limits: Limits | None = None,
         static_dir: pathlib.Path = STATIC_DIR,
+        ag_ui: bool = False,
     ) -> None:
         self.host = host
+        #: Whether ``POST /ag-ui/run`` is served (``emelex serve --ag-ui``).
+        self.ag_ui = ag_ui
         self.limits = limits or Limits()
         self.static_dir = static_dir
         self.draining = False
@@ -191,6 +196,9 @@ class HostApp:
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         path: str = scope["path"]
         method: str = scope["method"]
+        if self.ag_ui and (path == "/ag-ui" or path.startswith("/ag-ui/")):
+            await self._ag_ui(scope, receive, send)
+            return
         if not path.startswith("/v1/"):
             await self._static(path, method, send)
             return
@@ -219,6 +227,27 @@ class HostApp:
         except Exception as exc:
             if status_of(exc) == 500:
                 _log.exception("the Host failed a request to %s", path)
+            await _answer(send, status_of(exc), error_body(exc))
+
+    async def _ag_ui(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """An AG-UI run (``_agui``): refused as JSON until its stream starts."""
+        try:
+            if not self._authorized(scope):
+                raise Unauthorized("this Host needs `Authorization: Bearer <token>`")
+            body = await self._body(scope, receive)
+            await serve_run(
+                self.host,
+                scope,
+                receive,
+                send,
+                body=body,
+                max_bytes=self.limits.max_body_bytes,
+                write_seconds=self.limits.body_seconds,
+                draining=self.draining,
+            )
+        except Exception as exc:
+            if status_of(exc) == 500:
+                _log.exception("the Host failed an AG-UI run")
             await _answer(send, status_of(exc), error_body(exc))
 
     async def _with_resource(

@@ -83,6 +83,8 @@ class ServeOptions:
     limits: Limits = attrs.field(factory=Limits)
     #: A PostgreSQL connection string (never logged), or None for the root's SQLite file.
     store: str | None = attrs.field(default=None, repr=False)
+    #: Serve AG-UI runs (``POST /ag-ui/run``) on every listener (docs/service/ag-ui.md).
+    ag_ui: bool = False
 
     def check(self) -> None:
         if (self.cert is None) != (self.key is None):
@@ -256,13 +258,13 @@ async def serve(
             state, agents=agents, harnesses=harnesses, store=options.store
         ) as host:
             unix = _unix_socket(socket_path)
-            unix_app = HostApp(host, token=None, limits=options.limits)
+            unix_app = HostApp(host, token=None, limits=options.limits, ag_ui=options.ag_ui)
             listeners.append((unix_app, unix, _config(options, tls=False), False))
             url = None
             if options.listen is not None:
                 tcp = _tcp_socket(options.listen)
                 tls = options.cert is not None
-                tcp_app = HostApp(host, token=token, limits=options.limits)
+                tcp_app = HostApp(host, token=token, limits=options.limits, ag_ui=options.ag_ui)
                 listeners.append((tcp_app, tcp, _config(options, tls=tls), tls))
                 bound_host, bound_port = tcp.getsockname()[:2]
                 shown = f"[{bound_host}]" if ":" in bound_host else bound_host
