@@ -340,10 +340,11 @@ async def test_a_paused_holder_resumed_after_its_lease_moved_cannot_commit(
         open_postgres_store(postgres_dsn, pool_size=2) as store,
         host_processes(postgres_dsn, tmp_path) as start,
     ):
-        paused = await start("paused", 2.0)
-        other = await start("other", 0.1)
-        for child in (paused, other):
-            assert await child.wait_line("READY") is not None, bytes(child.stderr[-3000:])
+        # The other Host starts only once the long turn runs on this one: started
+        # together, either could take the lease for it (whichever claims first), and
+        # pausing a Host that holds nothing tests nothing. The turn outlasts the pause.
+        paused = await start("paused", 10.0)
+        assert await paused.wait_line("READY") is not None, bytes(paused.stderr[-3000:])
         await paused.tell("CREATE create")
         line = await paused.wait_line("SESSION")
         assert line is not None
@@ -355,6 +356,8 @@ async def test_a_paused_holder_resumed_after_its_lease_moved_cannot_commit(
                 await trio.sleep(0.05)  # another process: poll the database
         paused.process.send_signal(signal.SIGSTOP)
         try:
+            other = await start("other", 0.1)
+            assert await other.wait_line("READY") is not None, bytes(other.stderr[-3000:])
             await other.tell(f"WATCH {session_id}")
             await other.tell(f"SEND {session_id} next next-task")
             assert await other.wait_line("RECEIPT next") is not None
