@@ -85,7 +85,8 @@ class ScriptedModel(Model):
         return ModelResponse(output=output, usage=Usage(), response_id=None)
 
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        raise NotImplementedError
+        # The workload runs Runner.run, which never streams: a streamed call is a mistake.
+        raise RuntimeError("this benchmark's scripted model answers whole responses only")
 
 
 @activity.defn
