@@ -3,7 +3,7 @@ socket, and HostClient over TCP with the bearer token (``open_host``)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,7 @@ import trio
 from emelex.app import Agent
 from emelex.service import Host, HostClient
 from emelex.service.transport._serve import Listen, ServeOptions, Serving, serve
+from tests.service.web_host import chromium_browser
 
 OpenHost = Callable[..., AbstractAsyncContextManager[Any]]
 
@@ -66,3 +67,11 @@ def open_host(request: pytest.FixtureRequest) -> OpenHost:
     """``async with open_host(root, agents=...) as host``: a Host or a HostClient."""
     kind: str = request.param
     return lambda root, *, agents: _open(kind, root, agents=agents)
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """A headless Chromium for the web page tests (they skip themselves without one)."""
+    pytest.importorskip("playwright.sync_api")
+    with chromium_browser() as chromium:
+        yield chromium

@@ -21,9 +21,8 @@ from emelex.agent import DenyAll
 from emelex.app import Agent
 from emelex.testing import Call, Fail, Say, ScriptedModel, Think, Wait
 from emelex.tools import tool
-from tests.service.web_host import ServedHost, call_host, plain_asyncio, served_host
+from tests.service.web_host import NO_CHROMIUM, ServedHost, call_host, chromium_missing, served_host
 
-CHROMIUM = "/usr/bin/chromium"
 STEP_SECONDS = 20
 NOTES: list[str] = []
 #: A model answer that would run script if the page rendered it as HTML.
@@ -36,10 +35,8 @@ PAYLOAD = (
 
 sync_api = pytest.importorskip("playwright.sync_api")
 
-if not os.access(CHROMIUM, os.X_OK) and os.environ.get("CI") != "true":
-    pytest.skip(
-        f"no {CHROMIUM}: apt-get install chromium (scripts/test does)", allow_module_level=True
-    )
+if chromium_missing():
+    pytest.skip(NO_CHROMIUM, allow_module_level=True)
 
 
 @tool(needs_approval=True)
@@ -81,17 +78,6 @@ def served(tmp_path: Path) -> Iterator[ServedHost]:
     root.mkdir()
     with served_host(root, {"helper": _agent()}) as host:
         yield host
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    with plain_asyncio(), sync_api.sync_playwright() as playwright:
-        # As root (CI), Chromium refuses to start without --no-sandbox.
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 class Steps:

@@ -8,7 +8,6 @@ deterministic; screenshots of each step go under the test's tmp_path.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,9 +19,8 @@ from emelex.agent import DenyAll
 from emelex.app import Agent
 from emelex.testing import Say, ScriptedModel, Think
 from tests.service.paced import PacedModel
-from tests.service.web_host import ServedHost, call_host, plain_asyncio, served_host
+from tests.service.web_host import NO_CHROMIUM, ServedHost, call_host, chromium_missing, served_host
 
-CHROMIUM = "/usr/bin/chromium"
 STEP_SECONDS = 20
 #: Streamed before the hold: markup that would run if the page rendered it as HTML.
 MARKUP = "<img src=x onerror=\"window.__emelexPwned='draft'\"><b>bold?</b> "
@@ -30,10 +28,8 @@ HELD = "Hello " + MARKUP
 
 sync_api = pytest.importorskip("playwright.sync_api")
 
-if not os.access(CHROMIUM, os.X_OK) and os.environ.get("CI") != "true":
-    pytest.skip(
-        f"no {CHROMIUM}: apt-get install chromium (scripts/test does)", allow_module_level=True
-    )
+if chromium_missing():
+    pytest.skip(NO_CHROMIUM, allow_module_level=True)
 
 
 @pytest.fixture
@@ -51,17 +47,6 @@ def served(tmp_path: Path, model: PacedModel) -> Iterator[ServedHost]:
     builder = Agent.builder().name("helper").instructions("Help.").model(model)
     with served_host(root, {"helper": builder.approver(DenyAll()).build()}) as host:
         yield host
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    with plain_asyncio(), sync_api.sync_playwright() as playwright:
-        # As root (CI), Chromium refuses to start without --no-sandbox.
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 def test_the_page_shows_the_answer_streaming_before_it_commits(

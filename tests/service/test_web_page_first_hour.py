@@ -7,7 +7,6 @@ works in a 700-pixel-wide window. Screenshots of each step go under the test's t
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,9 +16,15 @@ import pytest
 from emelex.agent import DenyAll
 from emelex.app import Agent
 from emelex.testing import Fail, Say, ScriptedModel, Wait
-from tests.service.web_host import ServedHost, call_host, plain_asyncio, served_host
+from tests.service.web_host import (
+    NO_CHROMIUM,
+    ServedHost,
+    call_host,
+    chromium_missing,
+    screenshot,
+    served_host,
+)
 
-CHROMIUM = "/usr/bin/chromium"
 STEP_SECONDS = 20
 MARKDOWN = """# Plan
 
@@ -44,10 +49,8 @@ Do not follow [this](javascript:window.__emelexPwned='link') or [that](data:text
 
 sync_api = pytest.importorskip("playwright.sync_api")
 
-if not os.access(CHROMIUM, os.X_OK) and os.environ.get("CI") != "true":
-    pytest.skip(
-        f"no {CHROMIUM}: apt-get install chromium (scripts/test does)", allow_module_level=True
-    )
+if chromium_missing():
+    pytest.skip(NO_CHROMIUM, allow_module_level=True)
 
 
 @pytest.fixture
@@ -66,21 +69,6 @@ def served(tmp_path: Path) -> Iterator[ServedHost]:
         yield host
 
 
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    with plain_asyncio(), sync_api.sync_playwright() as playwright:
-        # As root (CI), Chromium refuses to start without --no-sandbox.
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
-def _shot(page: Any, tmp_path: Path, name: str) -> None:
-    page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=True)
-
-
 def test_a_first_visit_reads_well(served: ServedHost, browser: Any, tmp_path: Path) -> None:
     expect = sync_api.expect
     expect.set_options(timeout=STEP_SECONDS * 1000)
@@ -93,7 +81,7 @@ def test_a_first_visit_reads_well(served: ServedHost, browser: Any, tmp_path: Pa
     # No token was tried yet: the panel asks for one, without an error in red.
     page.goto(served.url + "/")
     expect(page.locator("#token-panel")).to_be_visible()
-    _shot(page, tmp_path, "01-token")
+    screenshot(page, tmp_path, "01-token")
     expect(page.locator("#token-error")).to_be_hidden()
     expect(page.locator("#error")).to_be_hidden()
     # A wrong token is an error worth showing.
@@ -118,7 +106,7 @@ def test_a_first_visit_reads_well(served: ServedHost, browser: Any, tmp_path: Pa
     body = page.locator("#rows li.assistant .body").last
     expect(body).to_contain_text("stays text.")
     page.wait_for_timeout(300)  # an injected onerror would have fired by now
-    _shot(page, tmp_path, "02-markdown")
+    screenshot(page, tmp_path, "02-markdown")
     expect(body.locator("h1")).to_have_text("Plan")
     expect(body.locator("strong")).to_have_text("bold")
     expect(body.locator("em")).to_have_text("emphasis")
@@ -141,7 +129,7 @@ def test_a_first_visit_reads_well(served: ServedHost, browser: Any, tmp_path: Pa
     page.click("#send-button")
     running = page.locator("#queue li[data-state='running']")
     expect(running).to_have_count(1)
-    _shot(page, tmp_path, "03-queue")
+    screenshot(page, tmp_path, "03-queue")
     invocation_id = running.get_attribute("data-invocation-id") or ""
     assert invocation_id
     expect(running).to_contain_text("a long task")
@@ -162,7 +150,7 @@ def test_a_first_visit_reads_well(served: ServedHost, browser: Any, tmp_path: Pa
     # 700 pixels wide: one column, nothing wider than the window.
     page.set_viewport_size({"width": 700, "height": 900})
     page.wait_for_timeout(200)
-    _shot(page, tmp_path, "04-700px")
+    screenshot(page, tmp_path, "04-700px")
     assert page.evaluate("document.documentElement.scrollWidth") <= 700
     session_box = page.locator("#session").bounding_box()
     assert session_box is not None and session_box["width"] >= 600

@@ -6,7 +6,6 @@ Screenshots of each step go under the test's tmp_path.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,18 +15,22 @@ import pytest
 from emelex.agent import DenyAll
 from emelex.app import Agent
 from emelex.testing import Say, ScriptedModel, Wait
-from tests.service.web_host import ServedHost, call_host, plain_asyncio, served_host
+from tests.service.web_host import (
+    NO_CHROMIUM,
+    ServedHost,
+    call_host,
+    chromium_missing,
+    screenshot,
+    served_host,
+)
 
-CHROMIUM = "/usr/bin/chromium"
 STEP_SECONDS = 20
 PROMPT = "a long task <img src=x onerror=\"window.__emelexPwned = 'prompt'\">"
 
 sync_api = pytest.importorskip("playwright.sync_api")
 
-if not os.access(CHROMIUM, os.X_OK) and os.environ.get("CI") != "true":
-    pytest.skip(
-        f"no {CHROMIUM}: apt-get install chromium (scripts/test does)", allow_module_level=True
-    )
+if chromium_missing():
+    pytest.skip(NO_CHROMIUM, allow_module_level=True)
 
 
 @pytest.fixture
@@ -38,21 +41,6 @@ def served(tmp_path: Path) -> Iterator[ServedHost]:
     builder = Agent.builder().name("helper").instructions("Help.").model(model)
     with served_host(root, {"helper": builder.approver(DenyAll()).build()}) as host:
         yield host
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    with plain_asyncio(), sync_api.sync_playwright() as playwright:
-        # As root (CI), Chromium refuses to start without --no-sandbox.
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
-def _shot(page: Any, tmp_path: Path, name: str) -> None:
-    page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=True)
 
 
 def _history(page: Any) -> list[tuple[str, str]]:
@@ -124,14 +112,14 @@ def test_a_stopped_turn_keeps_its_place_in_history(
     page.click("#send-button")
     queued = page.locator("#queue li[data-state='queued']")
     expect(queued).to_have_count(1)
-    _shot(page, tmp_path, "01-running-and-queued")
+    screenshot(page, tmp_path, "01-running-and-queued")
     queued.locator("button").click()
     expect(page.locator("#rows li.settled")).to_have_count(1)
     page.click("#stop-button")
     expect(page.locator("#queue li[data-state]")).to_have_count(0)
     expect(page.locator("#drafts li")).to_have_count(0)
     _check_markers(page, session_id, served)
-    _shot(page, tmp_path, "02-stopped")
+    screenshot(page, tmp_path, "02-stopped")
     # Nothing of the stopped turn was committed: only the markers say it happened.
     assert call_host(served, "history", session_id).rows == ()
 
@@ -139,7 +127,7 @@ def test_a_stopped_turn_keeps_its_place_in_history(
     page.reload()
     expect(page.locator("#watch-status")).to_have_attribute("data-state", "live")
     _check_markers(page, session_id, served)
-    _shot(page, tmp_path, "03-reloaded")
+    screenshot(page, tmp_path, "03-reloaded")
 
     # Later work follows them in history.
     page.fill("#send-text", "and now?")
@@ -151,7 +139,7 @@ def test_a_stopped_turn_keeps_its_place_in_history(
         ("user", "and now?"),
         ("assistant", "Done now"),
     ]
-    _shot(page, tmp_path, "04-after")
+    screenshot(page, tmp_path, "04-after")
     page.reload()
     expect(page.locator("#rows li.assistant .body")).to_have_text("Done now")
     expect(page.locator("#rows li.settled")).to_have_count(2)

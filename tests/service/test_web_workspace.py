@@ -29,11 +29,10 @@ from emelex.app import Agent
 from emelex.testing import Say, ScriptedModel
 from tests.service.gitrepo import commit, git, git_home, init, needs_git, write
 from tests.service.test_static_page import HTML_SINKS
-from tests.service.web_host import ServedHost, call_host, plain_asyncio, served_host
+from tests.service.web_host import NO_CHROMIUM, ServedHost, call_host, chromium_missing, served_host
 
 __all__ = ["git_home"]  # the fixture, imported for pytest
 
-CHROMIUM = "/usr/bin/chromium"
 STEP_SECONDS = 20
 STATIC = resources.files("emelex.service.transport") / "_static"
 #: A file name and a file content that would run script if the page rendered them.
@@ -47,8 +46,8 @@ LATIN1_NAME = b"caf\xe9.txt"
 MANY = 130  # more than one files page (128 entries)
 
 needs_browser = pytest.mark.skipif(
-    not os.access(CHROMIUM, os.X_OK) and os.environ.get("CI") != "true",
-    reason=f"no {CHROMIUM}: apt-get install chromium (scripts/test does)",
+    chromium_missing(),
+    reason=NO_CHROMIUM,
 )
 
 
@@ -99,18 +98,6 @@ def served(tmp_path: Path) -> Iterator[ServedHost]:
     root.mkdir()
     with served_host(root, {"helper": _agent()}) as host:
         yield host
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with plain_asyncio(), sync_api.sync_playwright() as playwright:
-        # As root (CI), Chromium refuses to start without --no-sandbox.
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 class Steps:

@@ -8,6 +8,8 @@ synchronous API (which runs an asyncio loop of its own).
 from __future__ import annotations
 
 import asyncio
+import importlib
+import os
 import queue
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -104,3 +106,31 @@ def plain_asyncio() -> Iterator[None]:
         yield
     finally:
         asyncio.set_event_loop_policy(None)
+
+
+CHROMIUM = "/usr/bin/chromium"
+NO_CHROMIUM = f"no {CHROMIUM}: apt-get install chromium (scripts/test does)"
+
+
+def chromium_missing() -> bool:
+    """Whether to skip browser tests: only outside CI, where Chromium may be absent. In CI
+    it must be installed, so the tests run and fail instead of skipping silently."""
+    return not os.access(CHROMIUM, os.X_OK) and os.environ.get("CI") != "true"
+
+
+@contextmanager
+def chromium_browser() -> Iterator[Any]:
+    """A headless Chromium through Playwright's sync API, closed on exit."""
+    sync_api = importlib.import_module("playwright.sync_api")
+    with plain_asyncio(), sync_api.sync_playwright() as playwright:
+        # As root (CI), Chromium refuses to start without --no-sandbox.
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def screenshot(page: Any, directory: Path, name: str) -> None:
+    """The whole page as ``directory/name.png``, kept as the test's artifact."""
+    page.screenshot(path=str(directory / f"{name}.png"), full_page=True)
