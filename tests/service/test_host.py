@@ -483,6 +483,27 @@ async def test_automatic_titles_and_title_failures(tmp_path: Path) -> None:
         assert [r.body for r in rows] == ["note milk", "hello"]  # the turn itself stands
 
 
+async def test_a_title_or_its_failure_never_moves_the_history_fence(tmp_path: Path) -> None:
+    for name, title_round in (("failed", [Fail(RuntimeError("no"))]), ("titled", [Say("Milk")])):
+        rounds = agent([Say("hello")], title_round)
+        async with Host.open(tmp_path / name, agents={"helper": rounds}, titles=True) as host:
+            session = (await host.create_session("helper", tmp_path, operation="c")).session
+            await host.send(session.id, "note milk", operation="s1")
+            await until_idle(host, session.id)
+            before = await host.history(session.id)
+            with trio.fail_after(10):
+                while (  # noqa: ASYNC110 (the title call follows the turn's commit)
+                    (await host.sessions())[0].title is None
+                    and (await host.diagnostics(session.id)).through == 0
+                ):
+                    await trio.sleep(0.01)
+            after = await host.history(session.id)
+            assert after.through == before.through and after.rows == before.rows
+            fixed = await host.history(session.id, through=before.through + 1)
+            assert fixed.through == before.through  # a fence on the title's event clamps
+            assert (await host.search(session.id, "milk")).through == before.through
+
+
 def meta(name: str, data: bytes, mime_type: str = "text/plain") -> AttachmentMeta:
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
     return AttachmentMeta(name=name, mime_type=mime_type, bytes=len(data), digest=digest)  # type: ignore[arg-type]

@@ -460,8 +460,7 @@ class Host:
         """Open ``target`` under the fence (clamped to the newest event; None: the
         newest): a row field such as a search hit's (internal rows too, when named) or
         the rows a raw event published. A target past the fence holds no rows."""
-        session = self._registry.get(session_id)
-        fence = session.revision if through is None else min(through, session.revision)
+        fence = self._registry.get(session_id).history_fence(through)
         return await read_target(self._store, session_id, target, fence)
 
     async def search(
@@ -549,8 +548,9 @@ class Host:
     def _fence(self, session_id: str, through: int | None) -> int | None:
         """One rule for every read's fence: None is the newest event, and a fence past
         the newest event is that event (so a fixed fence never takes in later rows)."""
-        session = self._registry.get(session_id)
-        return None if through is None else min(through, session.revision)
+        session = self._registry.get(session_id)  # None below: the store's newest
+        fence = session.history_fence(through)  # (it may hold events not yet followed)
+        return None if through is None and fence == session.revision else fence
 
     @property
     def closed(self) -> bool:

@@ -130,6 +130,9 @@ class SessionLog:
     #: a session stored before identities were recorded).
     workspace_identity: tuple[int, int] | None = None
     revision: int = 0
+    #: The newest event that is not a title's (a title or a title failure): history
+    #: reads fence here, so an automatic title never moves the history fence.
+    history_revision: int = 0
     pending: dict[str, Interaction] = attrs.field(factory=dict)
     resolved: dict[str, Interaction] = attrs.field(factory=dict)
     finished: set[str] = attrs.field(factory=set)
@@ -183,6 +186,7 @@ class SessionLog:
             "tools": self.tools,
             "workspaceIdentity": self.workspace_identity,
             "revision": self.revision,
+            "historyRevision": self.history_revision,
             "queueRevision": self.queue.revision,
             "queue": [(e.work, e.state) for e in self.queue.entries],
             "pending": {k: to_wire(v) for k, v in self.pending.items()},
@@ -419,10 +423,20 @@ def apply(
     if sequence <= log.revision:
         return Change.NONE
     log.revision = sequence
+    if not _of_a_title(kind, payload):
+        log.history_revision = sequence
     handler = APPLY.get(kind)
     if handler is None:
         return Change.NONE
     return handler(log, sequence, turn_id, payload)
+
+
+def _of_a_title(kind: str, payload: dict[str, Any]) -> bool:
+    """Whether the event is an automatic title's: its title, or its failure recorded
+    as a diagnostic (both publish no rows and touch only the diagnostics revision)."""
+    if kind == SESSION_TITLED:
+        return True
+    return kind == DIAGNOSTIC_RECORDED and payload.get("kind") == "title"
 
 
 def rebuild(log: SessionLog, events: Iterable[Any]) -> Change:

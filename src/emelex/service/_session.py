@@ -122,6 +122,17 @@ class HostSession:
         return self.log.revision
 
     @property
+    def history_revision(self) -> int:
+        return self.log.history_revision
+
+    def history_fence(self, through: int | None) -> int:
+        """A history read's fence: ``through`` (None: the newest) clamped to the newest
+        event. Title events after the newest history event publish no rows: the fence
+        stays before them, so a title (or its failure) never moves the history fence."""
+        fence = self.revision if through is None else min(through, self.revision)
+        return min(fence, self.history_revision)
+
+    @property
     def queue(self) -> WorkQueue:
         return self.log.queue
 
