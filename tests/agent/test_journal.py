@@ -15,7 +15,7 @@ from emelex.agent import (
     ToolJournalFailed,
     TurnCancelled,
 )
-from emelex.agent._turn_core import INTERRUPTED, NOT_EXECUTED
+from emelex.agent._turn_rules import INTERRUPTED, NOT_EXECUTED
 from emelex.model import Message
 from emelex.testing import Call, Say, ScriptedModel, ScriptedTool
 from emelex.tools import ToolCancellationPolicy

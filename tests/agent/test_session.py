@@ -40,7 +40,7 @@ from emelex.agent import (
     TurnStarted,
     UnsupportedContent,
 )
-from emelex.agent._turn_core import INTERRUPTED, NOT_EXECUTED
+from emelex.agent._turn_rules import INTERRUPTED, NOT_EXECUTED
 from emelex.model import (
     AudioPart,
     Capabilities,

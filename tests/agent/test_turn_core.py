@@ -28,7 +28,7 @@ from emelex.agent import (
 )
 from emelex.agent._ceilings import RequestSize, first_excess, measure_messages
 from emelex.agent._tool_table import ToolTable
-from emelex.agent._turn_core import INTERRUPTED, NOT_EXECUTED
+from emelex.agent._turn_rules import INTERRUPTED, NOT_EXECUTED
 from emelex.model import (
     Completed,
     Message,

@@ -15,7 +15,7 @@ import trio
 
 from emelex.agent import AgentCancellation, AgentSession, ToolCancellationPolicy, TurnCancelled
 from emelex.agent._retired import RETIRED_DESCRIPTION
-from emelex.agent._turn_core import INTERRUPTED, NOT_EXECUTED
+from emelex.agent._turn_rules import INTERRUPTED, NOT_EXECUTED
 from emelex.app import Engine
 from emelex.cli._plain import plain_agent, start_plain_session
 from emelex.model import Client, GenerationRequest, Message, ToolDefinition

@@ -20,7 +20,7 @@ import trio
 
 from emelex.agent import DenyAll, ToolCancellationPolicy
 from emelex.agent._retired import RETIRED_DESCRIPTION
-from emelex.agent._turn_core import INTERRUPTED
+from emelex.agent._turn_rules import INTERRUPTED
 from emelex.app import Agent
 from emelex.contracts import DenyResponse, HistoryRow
 from emelex.model import GenerationRequest, ToolDefinition

@@ -34,6 +34,7 @@ from emelex.agent._errors import (
     InvalidHistory,
     InvalidToolDeclaration,
     InvalidTurnOptions,
+    InvalidTurnProgress,
     InvalidWorkspace,
     ModelFailed,
     OutputValidationError,
@@ -91,17 +92,15 @@ from emelex.agent._hooks import (
     ReplaceResult,
 )
 from emelex.agent._nested import NestedOutcome, NestedTurn, run_nested_turn
+from emelex.agent._progress import ProgressJournal, TurnProgress
 from emelex.agent._session import AgentSession
 from emelex.agent._tool_table import DEFAULT_TOOL_RETRIES, ToolTable
 from emelex.agent._turn import EventConsumer, ToolJournal, current_turn
-from emelex.agent._turn_core import (
+from emelex.agent._turn_core import AgentTurn, TurnCore, TurnPhase, TurnResolution
+from emelex.agent._turn_rules import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_MAX_ROUNDS,
     REFUSED_CALLS_KEPT,
-    AgentTurn,
-    TurnCore,
-    TurnPhase,
-    TurnResolution,
     check_max_retries,
 )
 from emelex.runtime import AgentCancellation
@@ -180,6 +179,7 @@ __all__ = [
     "ReplaceRequest",
     "ReplaceResult",
     "InvalidHistory",
+    "InvalidTurnProgress",
     "InvalidToolDeclaration",
     "InvalidTurnOptions",
     "InvalidWorkspace",
@@ -203,8 +203,10 @@ __all__ = [
     "ToolProgress",
     "ToolProposed",
     "ToolStarted",
+    "ProgressJournal",
     "ToolJournal",
     "ToolJournalFailed",
+    "TurnProgress",
     "ToolTable",
     "ToolUnavailable",
     "TurnCancelled",

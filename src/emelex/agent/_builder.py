@@ -24,7 +24,7 @@ from emelex.agent._history import has_tool_history, strip_reasoning, validate_hi
 from emelex.agent._hooks import Hook
 from emelex.agent._options import check_options_capabilities
 from emelex.agent._tool_table import ToolTable
-from emelex.agent._turn_core import (
+from emelex.agent._turn_rules import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_MAX_ROUNDS,
     check_max_retries,
@@ -41,6 +41,7 @@ from emelex.tools import AgentTool, BuiltinSettings
 from emelex.tools.workspace import Workspace, WorkspaceError
 
 if TYPE_CHECKING:
+    from emelex.agent._progress import ProgressJournal
     from emelex.agent._session import AgentSession
     from emelex.agent._turn import ToolJournal
     from emelex.tools.builtin import WebSearchProvider
@@ -80,6 +81,7 @@ class SessionParts:
     max_retries: int = DEFAULT_MAX_RETRIES
     journal: ToolJournal | None = None
     hooks: tuple[Hook, ...] = ()
+    progress: ProgressJournal | None = None
 
 
 @attrs.frozen
@@ -131,6 +133,7 @@ class AgentSessionBuilder:
         self._max_rounds = DEFAULT_MAX_ROUNDS
         self._max_retries = DEFAULT_MAX_RETRIES
         self._journal: ToolJournal | None = None
+        self._progress: ProgressJournal | None = None
         self._hooks: list[Hook] = []
         self._default_max_tokens: int | None = DEFAULT_MAX_TOKENS
 
@@ -202,6 +205,15 @@ class AgentSessionBuilder:
         can settle a crashed turn like a cancelled one. If the journal raises, the call
         does not run and the turn fails like any other (checkpoint rule included)."""
         self._journal = journal
+        return self
+
+    def progress_journal(self, journal: ProgressJournal | None) -> AgentSessionBuilder:
+        """Await ``journal(progress)`` with the turn's :class:`TurnProgress` before each
+        approval is asked and before each tool call may start. A host that stores it
+        durably can settle a lost turn (its ``messages`` are the checkpoint) or continue
+        it with :meth:`AgentSession.resume`. If the journal raises, nothing of that call
+        happens and the turn fails like any other (checkpoint rule included)."""
+        self._progress = journal
         return self
 
     def max_retries(self, n: int) -> AgentSessionBuilder:
@@ -415,6 +427,7 @@ class AgentSessionBuilder:
             max_rounds=self._max_rounds,
             max_retries=self._max_retries,
             journal=self._journal,
+            progress=self._progress,
             hooks=tuple(self._hooks),
             default_max_tokens=self._default_max_tokens,
         )

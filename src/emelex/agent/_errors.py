@@ -138,6 +138,11 @@ class OutputValidationError(AgentError):
         self.attempts = attempts
 
 
+class InvalidTurnProgress(AgentError):
+    """A progress record that cannot be continued: not a turn's messages (its first is
+    not the user's), an unknown call named as not started, or an unreadable shape."""
+
+
 class ToolJournalFailed(AgentError):
     """The session's tool journal raised before a call could start: the call did not
     run, and the turn ended by the usual rule (rolled back, or checkpointed when an

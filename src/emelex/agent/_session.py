@@ -19,6 +19,8 @@ from emelex.agent._ceilings import (
     measure_messages,
 )
 from emelex.agent._errors import (
+    InvalidTurnProgress,
+    ProtocolViolation,
     SessionClosed,
     ToolUnavailable,
     TurnInProgress,
@@ -26,9 +28,11 @@ from emelex.agent._errors import (
 )
 from emelex.agent._history import referenced_tools
 from emelex.agent._options import check_options_capabilities
+from emelex.agent._progress import ResumePoint, TurnProgress, resume_point
 from emelex.agent._tool_table import ToolTable
 from emelex.agent._turn import EventConsumer, TurnDriver, turn_failure
-from emelex.agent._turn_core import AgentTurn, TurnCore, check_max_retries, check_max_rounds
+from emelex.agent._turn_core import AgentTurn, PlannedCall, TurnCore
+from emelex.agent._turn_rules import check_max_retries, check_max_rounds
 from emelex.agent._video import VIDEO_REFUSED
 from emelex.model import (
     AudioPart,
@@ -103,6 +107,7 @@ class AgentSession(metaclass=NoPublicConstructor):
             workspace_root=resolved.workspace.root,
             journal=parts.journal,
             hooks=parts.hooks,
+            progress=parts.progress,
         )
         self._busy = False
         self._closed = False
@@ -223,6 +228,24 @@ class AgentSession(metaclass=NoPublicConstructor):
         raised with the consumer's exception as ``__cause__``."""
         return await self._run(_user_message(input), options, cancellation, on_event)
 
+    async def resume(
+        self,
+        progress: TurnProgress,
+        *,
+        options: GenerationOptions | None = None,
+        cancellation: AgentCancellation | None = None,
+        on_event: EventConsumer | None = None,
+    ) -> AgentTurn:
+        """Continue a turn another process wrote down (see
+        :meth:`AgentSessionBuilder.progress_journal`) on this session's history, which
+        must be the one the turn started on. The turn keeps its id; results it holds are
+        kept, a call that may have started keeps its "interrupted" result (never a
+        second run), its open calls are resolved now under today's tools and policies,
+        then it goes on with the next model round. Raises :class:`InvalidTurnProgress`
+        before anything runs, otherwise like :meth:`run`."""
+        point = resume_point(progress)
+        return await self._run(point.user, options, cancellation, on_event, (progress, point))
+
     def next_request(
         self, text: str | None = None, options: GenerationOptions | None = None
     ) -> GenerationRequest:
@@ -269,6 +292,7 @@ class AgentSession(metaclass=NoPublicConstructor):
         options: GenerationOptions | None,
         cancellation: AgentCancellation | None,
         on_event: EventConsumer | None,
+        resuming: tuple[TurnProgress, ResumePoint] | None = None,
     ) -> AgentTurn:
         if self._closed:
             raise SessionClosed("the session is closed")
@@ -277,7 +301,7 @@ class AgentSession(metaclass=NoPublicConstructor):
         merged = self._merged_options(options)
         cancellation = cancellation if cancellation is not None else AgentCancellation()
         core = TurnCore(
-            turn_id=new_id(),
+            turn_id=new_id() if resuming is None else resuming[0].turn_id,
             user_message=user_message,
             history=self._history,
             history_size=self._history_size,
@@ -291,10 +315,11 @@ class AgentSession(metaclass=NoPublicConstructor):
             history_costs=self._costs,
             max_retries=self._max_retries,
         )
+        resumed = () if resuming is None else _restore(core, *resuming)
         supervisor = Supervisor.current()
         self._busy = True
         try:
-            outcome = await self._driver.drive(supervisor, core, cancellation, on_event)
+            outcome = await self._driver.drive(supervisor, core, cancellation, on_event, resumed)
         finally:
             self._busy = False
         if outcome.succeeded:
@@ -317,3 +342,11 @@ class AgentSession(metaclass=NoPublicConstructor):
         )
         self._history_tools = self._history_tools | referenced_tools(messages)
         self.turns_committed += 1
+
+
+def _restore(core: TurnCore, progress: TurnProgress, point: ResumePoint) -> list[PlannedCall]:
+    """Bring a new core to where ``progress`` stands (InvalidTurnProgress if it can't)."""
+    try:
+        return core.restore(point.done, progress.rounds, progress.may_have_run, point.batch)
+    except (RuntimeError, ProtocolViolation) as exc:
+        raise InvalidTurnProgress(f"turn progress that cannot be continued: {exc}") from exc

@@ -35,8 +35,9 @@ from emelex.agent._events import (
 )
 from emelex.agent._hook_runner import WITHHELD_CANCELLED, HookRunner, capped
 from emelex.agent._hooks import Hook, HookFailed, HookModel
+from emelex.agent._progress import ProgressJournal, TurnProgress
 from emelex.agent._tool_table import RegisteredTool
-from emelex.agent._turn_core import AgentTurn, PlannedCall, TurnCore
+from emelex.agent._turn_core import AgentTurn, PlannedCall, TurnCore, TurnPhase
 from emelex.agent._video import without_video
 from emelex.model import Client, Completed, GenerationRequest, Message, Response
 from emelex.runtime import (
@@ -161,7 +162,15 @@ class TurnOutcome:
 class TurnDriver:
     """Runs a session's turns: one turn actor per turn, below the session's actor."""
 
-    __slots__ = ("_approval", "_client", "_hooks", "_journal", "_session_id", "_workspace_root")
+    __slots__ = (
+        "_approval",
+        "_client",
+        "_hooks",
+        "_journal",
+        "_progress",
+        "_session_id",
+        "_workspace_root",
+    )
 
     def __init__(
         self,
@@ -172,6 +181,7 @@ class TurnDriver:
         workspace_root: str,
         journal: ToolJournal | None = None,
         hooks: Sequence[Hook] = (),
+        progress: ProgressJournal | None = None,
     ) -> None:
         self._session_id = session_id
         self._hooks = HookRunner(hooks, session_id)
@@ -179,6 +189,7 @@ class TurnDriver:
         self._approval = approval
         self._workspace_root = workspace_root
         self._journal = journal
+        self._progress = progress
 
     async def drive(
         self,
@@ -186,9 +197,11 @@ class TurnDriver:
         core: TurnCore,
         cancellation: AgentCancellation,
         on_event: EventConsumer | None,
+        resumed: Sequence[PlannedCall] = (),
     ) -> TurnOutcome:
-        """Run ``core`` to its end. Never raises: every error is in the outcome (the
-        caller commits or resolves history first, then raises)."""
+        """Run ``core`` to its end (a restored core first resolves ``resumed``, the open
+        calls of its batch). Never raises: every error is in the outcome (the caller
+        commits or resolves history first, then raises)."""
         sink = _EventSink(on_event)
         session_node = supervisor.register(
             ActorKind.SESSION, f"session {self._session_id}", CURRENT
@@ -211,7 +224,7 @@ class TurnDriver:
                 remove = cancellation.add_callback(route.cancel)
                 tracing.turn_started(turn.actor, self._session_id, core, self._client.model)
                 try:
-                    result = await self._drive(core, turn, sink, route)
+                    result = await self._drive(core, turn, sink, route, resumed)
                 finally:
                     remove()
                     tracing.turn_ended(
@@ -230,11 +243,18 @@ class TurnDriver:
         turn: ActorNursery,
         sink: _EventSink,
         route: _CancelRoute,
+        resumed: Sequence[PlannedCall],
     ) -> AgentTurn | None:
         """The committed turn, or ``None`` when an AgentCancellation routed to a running
         tool ended it (the caller resolves it as cancelled)."""
         sink.emit_all(core.start())
         hooks, model = self._hooks, self._hook_model(turn)
+        if core.phase is TurnPhase.TOOLS:
+            # A restored turn: its batch's open calls come before the next model round.
+            for item in resumed:
+                if await self._resolve_call(core, turn, sink, item, route, model):
+                    return None
+            core.finish_batch()
         while True:
             await trio.lowlevel.checkpoint_if_cancelled()
             request, events = core.begin_round()
@@ -341,6 +361,7 @@ class TurnDriver:
         if reason is not None:
             # Never ask anyone to approve work for a turn that is already being torn down.
             await trio.lowlevel.checkpoint_if_cancelled()
+            await self._write_progress(core, None, call.name)
             sink.emit_all([ApprovalRequested(core.turn_id, call.id, reason)])
             context = ApprovalContext(
                 self._session_id,
@@ -387,6 +408,7 @@ class TurnDriver:
                 [ToolProgress(core.turn_id, call.id, message, done, total)]
             ),
         )
+        await self._write_progress(core, call.id, call.name)
         if self._journal is not None:
             # Written down before the tool may run: a host that loses the process now
             # settles the turn as this checkpoint (a tool may have run), never rolls back.
@@ -436,6 +458,26 @@ class TurnDriver:
         # raise through every frame and no extra pass of the scheduler (about a third
         # of each turn's teardown when 100 turns are cancelled at once).
         return route.cancelled
+
+    async def _write_progress(self, core: TurnCore, starting: str | None, name: str) -> None:
+        """Hand the progress journal where the turn stands, before an approval is asked
+        (``starting`` None) or the call ``starting`` may run: a host that loses the
+        process now continues from exactly here."""
+        if self._progress is None:
+            return
+        progress = TurnProgress(
+            core.turn_id,
+            core.checkpoint_if_lost(starting),
+            core.unstarted(starting),
+            core.round,
+            core.tools_may_have_run or starting is not None,
+        )
+        try:
+            await self._progress(progress)
+        except Exception as exc:
+            raise ToolJournalFailed(
+                f"the progress journal raised {type(exc).__name__} before {name!r}: {exc}"
+            ) from exc
 
     async def _approval_job(self, ctx: ActorContext, context: ApprovalContext) -> ApprovalDecision:
         try:

@@ -75,6 +75,17 @@ from emelex.agent._hook_core import (
 from emelex.agent._hooks import HookPoint, HookRecord
 from emelex.agent._retired import with_retired
 from emelex.agent._tool_table import RegisteredTool, ToolTable
+from emelex.agent._turn_rules import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_MAX_ROUNDS,
+    INTERRUPTED,
+    NOT_EXECUTED,
+    REFUSED_CALLS_KEPT,
+    _name,
+    check_max_retries,
+    check_max_rounds,
+    refused_text,
+)
 from emelex.agent._video import refuse_video
 from emelex.model import (
     Completed,
@@ -91,48 +102,6 @@ from emelex.model import (
 )
 from emelex.model import ReasoningDelta as ModelReasoningDelta
 from emelex.tools import ToolOutput
-
-#: Default most model rounds of one turn (each round after the first follows a tool batch).
-DEFAULT_MAX_ROUNDS = 16
-#: Default most rounds of one turn in which the model gets corrections (any tool).
-DEFAULT_MAX_RETRIES = 6
-
-NOT_EXECUTED = "not executed: the turn ended before this call ran"
-#: Most calls of a refused round kept in the conversation (the rest are left out: the
-#: model only needs to see that, and why, its round was refused).
-REFUSED_CALLS_KEPT = 16
-
-INTERRUPTED = (
-    "interrupted: the call started but the turn was cancelled before it returned; "
-    "its effects are unknown"
-)
-
-
-def refused_text(reason: str, kept: int, proposed: int) -> str:
-    """The synthetic result every kept call of a refused round gets."""
-    text = f"refused: nothing in this round ran because {reason}."
-    if kept < proposed:
-        text += (
-            f" Only the first {kept} of the round's {proposed:,} calls are kept in the "
-            "conversation."
-        )
-    return text
-
-
-def _name(name: str) -> str:
-    return repr(name if len(name) <= 64 else name[:63] + "…")
-
-
-def check_max_retries(value: int) -> None:
-    """Raise ValueError unless ``value`` is a non-negative int (not a bool)."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ValueError(f"max_retries must be a non-negative integer, got {value!r}")
-
-
-def check_max_rounds(value: int) -> None:
-    """Raise ValueError unless ``value`` is a positive int (not a bool)."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"max_rounds must be a positive integer, got {value!r}")
 
 
 class TurnPhase(enum.Enum):
@@ -644,28 +613,12 @@ class TurnCore:
         if not self.tools_may_have_run:
             return TurnResolution(True, ())
         if in_batch:
-            results: dict[str, ToolOutput] = {}
-            for item in self._batch:
-                recorded = self._results.get(item.call.id)
-                if recorded is not None:
-                    results[item.call.id] = recorded[0]
-                elif item.call.id in self._started:
-                    results[item.call.id] = ToolOutput.error(INTERRUPTED)
-                else:
-                    results[item.call.id] = ToolOutput.error(NOT_EXECUTED)
-            self._append_batch(results)
+            self._append_batch(self._settled_results(None))
         return TurnResolution(False, tuple(self._messages))
 
-    def checkpoint_if_lost(self, starting: str) -> tuple[Message, ...]:
-        """What :meth:`abort` would keep if the process were lost right now, with the
-        call ``starting`` about to start: the complete batches and the batch in progress
-        completed with its recorded results, ``INTERRUPTED`` for calls that started (and
-        ``starting``) and ``NOT_EXECUTED`` for the rest. Changes nothing.
-
-        A host that writes this down before each tool starts can settle a turn of a
-        crashed process by the same rule as a cancelled one (checkpoint, because a tool
-        may have run)."""
-        self._expect(TurnPhase.TOOLS)
+    def _settled_results(self, starting: str | None) -> dict[str, ToolOutput]:
+        """The batch's results if it ended now: the recorded ones, ``INTERRUPTED`` for
+        calls that started (and ``starting``), ``NOT_EXECUTED`` for the rest."""
         results: dict[str, ToolOutput] = {}
         for item in self._batch:
             recorded = self._results.get(item.call.id)
@@ -675,7 +628,59 @@ class TurnCore:
                 results[item.call.id] = ToolOutput.error(INTERRUPTED)
             else:
                 results[item.call.id] = ToolOutput.error(NOT_EXECUTED)
-        return (*self._messages, *self._batch_messages(results))
+        return results
+
+    def checkpoint_if_lost(self, starting: str | None) -> tuple[Message, ...]:
+        """What :meth:`abort` would keep if the process were lost right now, with the
+        call ``starting`` about to start: the complete batches and the batch in progress
+        completed with its recorded results, ``INTERRUPTED`` for calls that started (and
+        ``starting``) and ``NOT_EXECUTED`` for the rest. Changes nothing.
+
+        A host that writes this down before each tool starts can settle a turn of a
+        crashed process by the same rule as a cancelled one (checkpoint, because a tool
+        may have run)."""
+        self._expect(TurnPhase.TOOLS)
+        return (*self._messages, *self._batch_messages(self._settled_results(starting)))
+
+    def unstarted(self, starting: str | None) -> frozenset[str]:
+        """Calls of the batch with no result that never started (``starting`` aside):
+        the ones whose ``NOT_EXECUTED`` placeholder a resumed turn may replace."""
+        return frozenset(
+            item.call.id
+            for item in self._batch
+            if item.call.id not in self._results
+            and item.call.id not in self._started
+            and item.call.id != starting
+        )
+
+    def restore(
+        self,
+        done: Sequence[Message],
+        rounds: int,
+        may_have_run: bool,
+        batch: tuple[Response, dict[str, ToolOutput]] | None,
+    ) -> list[PlannedCall]:
+        """Continue a turn written down elsewhere (``_progress``): ``done`` follows the
+        user's message; ``batch`` is re-planned, its results kept. Returns open calls."""
+        self._expect(TurnPhase.READY)
+        if self.round or len(self._messages) != 1:
+            raise RuntimeError("only a new turn can be restored")
+        for message in done:
+            self._append(message)
+        self._referenced |= referenced_tools(done)
+        self.round = rounds
+        self.tools_may_have_run = may_have_run
+        if batch is None:
+            return []
+        response, results = batch
+        self._response = response
+        self._provider_ids = [call.id for call in response.tool_calls]
+        self._argument_errors = [None] * len(response.tool_calls)
+        self.phase = TurnPhase.GENERATING
+        plan, _ = self.end_round()
+        for call_id, output in results.items():
+            self._results[call_id] = (output, True)
+        return [item for item in plan if item.call.id not in results]
 
     @property
     def messages(self) -> tuple[Message, ...]:

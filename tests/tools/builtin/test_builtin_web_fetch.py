@@ -24,7 +24,7 @@ import trio
 
 import emelex
 from emelex.agent import AgentCancellation, AgentSession, DenyAll, TurnCancelled
-from emelex.agent._turn_core import INTERRUPTED
+from emelex.agent._turn_rules import INTERRUPTED
 from emelex.model import ToolCall
 from emelex.testing import ApproveAll, Call, Say, ScriptedApprovals, ScriptedModel
 from emelex.tools import ToolInvocation, ToolOutput

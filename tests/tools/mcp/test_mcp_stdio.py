@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from emelex.agent import AgentCancellation, AgentSession, TurnCancelled
-from emelex.agent._turn_core import INTERRUPTED
+from emelex.agent._turn_rules import INTERRUPTED
 from emelex.model import AudioPart, ImagePart, TextPart, ToolCall
 from emelex.runtime import Supervisor, open_supervisor
 from emelex.testing import ApproveAll, Call, Say, ScriptedModel
