@@ -276,6 +276,7 @@ EXPECTED: dict[str, set[str]] = {
         "PluginRegistry",
         "PluginWarning",
         "SeedFile",
+        "RestartMode",
         "Session",
         "SessionContext",
         "SessionNotStarted",

@@ -21,7 +21,7 @@ import trio
 from emelex.agent import DenyAll, ToolCancellationPolicy
 from emelex.agent._retired import RETIRED_DESCRIPTION
 from emelex.agent._turn_rules import INTERRUPTED
-from emelex.app import Agent
+from emelex.app import Agent, RestartMode
 from emelex.contracts import DenyResponse, HistoryRow
 from emelex.model import GenerationRequest, ToolDefinition
 from emelex.service import Host
@@ -62,9 +62,11 @@ def store(request: pytest.FixtureRequest) -> str | None:
     return dsn
 
 
-def helper(model: ScriptedModel, tools: Sequence[AgentTool]) -> Agent:
+def helper(
+    model: ScriptedModel, tools: Sequence[AgentTool], on_restart: RestartMode = "resume"
+) -> Agent:
     builder = Agent.builder().name("helper").instructions("Help.").model(model)
-    return builder.tools(tools).approver(DenyAll()).build()
+    return builder.tools(tools).approver(DenyAll()).on_restart(on_restart).build()
 
 
 def declared(request: GenerationRequest) -> dict[str, str]:
@@ -94,10 +96,12 @@ async def after_restart(
     session_id: str,
     tools: Sequence[AgentTool],
     rounds: list[list[Any]] | None = None,
+    on_restart: RestartMode = "resume",
 ) -> tuple[list[HistoryRow], ScriptedModel]:
     """A new Host on the same store sends one more turn: its rows and its model."""
     model = ScriptedModel(rounds or [[Say("after restart")]])
-    async with Host.open(root, agents={"helper": helper(model, tools)}, store=store) as host:
+    agents = {"helper": helper(model, tools, on_restart)}
+    async with Host.open(root, agents=agents, store=store) as host:
         await host.send(session_id, "once more", operation=f"s-{uuid.uuid4()}")
         await until_idle(host, session_id)
         rows = list((await host.history(session_id)).rows)
@@ -230,20 +234,33 @@ class Blocking:
         await trio.sleep_forever()
 
 
-async def test_an_interrupted_call_survives_a_restart(tmp_path: Path, store: str | None) -> None:
+@pytest.mark.parametrize("on_restart", ["resume", "settle"])
+async def test_an_interrupted_call_survives_a_restart(
+    tmp_path: Path, store: str | None, on_restart: RestartMode
+) -> None:
     root = tmp_path / "host"
     slow = Blocking()
     rounds: list[list[Any]] = [[Call("slow", {})], [Say("never")]]
-    agents = {"helper": helper(ScriptedModel(rounds), [slow])}
+    agents = {"helper": helper(ScriptedModel(rounds), [slow], on_restart)}
     async with Host.open(root, agents=agents, store=store) as host:
         session = (await host.create_session("helper", tmp_path, operation="c")).session
         await host.send(session.id, "go", operation="s1")
         with trio.fail_after(30):
             await slow.started.wait()
         # Closing the Host now (what SIGTERM does) cancels the turn mid-call.
-    rows, _ = await after_restart(root, store, session.id, [slow])
+    # Resumed, the turn goes on after its interrupted call with the next model round.
+    later = [[Say("resumed")], [Say("after restart")]] if on_restart == "resume" else None
+    rows, model = await after_restart(root, store, session.id, [slow], later, on_restart)
     assert ("slow", INTERRUPTED) in tool_rows(rows)
+    assert tool_rows(rows).count(("slow", INTERRUPTED)) == 1
     assert last_exchange(rows) == [("user", "once more"), ("assistant", "after restart")]
+    texts = [(row.role, row.body) for row in rows if row.role in ("user", "assistant")]
+    if on_restart == "resume":
+        assert ("assistant", "resumed") in texts
+        assert texts.count(("user", "go")) == 1
+        assert len(model.requests) == 2
+    else:
+        assert ("assistant", "resumed") not in texts and len(model.requests) == 1
     # The tool removed since: the interrupted call stays, its name retired.
     rows, model = await after_restart(root, store, session.id, [])
     assert last_exchange(rows) == [("user", "once more"), ("assistant", "after restart")]

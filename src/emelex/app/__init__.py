@@ -20,7 +20,7 @@ from emelex._facade import fix_module_names
 from emelex.app import _agent as _agent_module
 from emelex.app import _plugins as _plugins_module
 from emelex.app import _sync as _sync_module
-from emelex.app._agent import Agent, AgentBuilder, SeedFile
+from emelex.app._agent import Agent, AgentBuilder, RestartMode, SeedFile
 from emelex.app._budget import (
     DEFAULT_CONTEXT_TOKENS,
     MEDIA_PART_TOKENS,
@@ -163,6 +163,7 @@ __all__ = [
     "MAX_SKILL_FILES",
     "MAX_SKILL_FILE_BYTES",
     "SeedFile",
+    "RestartMode",
     "Skill",
     "SkillFile",
     # capabilities

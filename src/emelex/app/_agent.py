@@ -6,7 +6,7 @@ import os
 import pathlib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, overload
 
 import attrs
 
@@ -71,6 +71,11 @@ AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 SKILL_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 #: Longest component of a seeded file path, in bytes.
 MAX_NAME_BYTES = 255
+
+
+#: What a Host does with a turn its lost process left running.
+RestartMode = Literal["resume", "settle"]
+RESTART_MODES: Final = ("resume", "settle")
 
 
 @attrs.frozen
@@ -186,6 +191,10 @@ class Agent:
     package: PackageInfo = DEFAULTS
     #: Lifecycle hooks of every session (guardrails last, as one :class:`Guardrails`).
     hooks: tuple[Hook, ...] = ()
+    #: What a Host does with a turn its lost process left running: ``"resume"`` it from
+    #: its last progress record, or ``"settle"`` it (checkpoint or roll back, and end
+    #: its invocation as interrupted); see ``docs/service/after-a-crash.md``.
+    on_restart: RestartMode = "resume"
 
     @staticmethod
     def builder() -> AgentBuilder:
@@ -307,6 +316,7 @@ class AgentBuilder:
         self._output_type: Any = None
         self._output_retries: Any = DEFAULT_OUTPUT_RETRIES
         self._max_retries = DEFAULT_MAX_RETRIES
+        self._on_restart: RestartMode = "resume"
         self._package: Any = PackageInfo()
         self._hooks: list[Any] = []
         self._guardrails: dict[str, list[Any]] = {"input": [], "output": [], "tool": []}
@@ -442,6 +452,14 @@ class AgentBuilder:
         self._max_retries = n
         return self
 
+    def on_restart(self, mode: RestartMode) -> AgentBuilder:
+        """What a Host does with a turn its lost process left running (default
+        ``"resume"``; ``"settle"`` ends it by the checkpoint rule). Raises InvalidAgent."""
+        if mode not in RESTART_MODES:
+            raise InvalidAgent(f"on_restart must be one of {RESTART_MODES}, got {mode!r}")
+        self._on_restart = mode
+        return self
+
     def package(self, info: PackageInfo) -> AgentBuilder:
         """The package metadata :meth:`Agent.export` writes (description, version, model
         binding, harness preset); checked when the agent is exported."""
@@ -501,6 +519,7 @@ class AgentBuilder:
             output_type=self._output_type,
             output_retries=retries,
             max_retries=self._max_retries,
+            on_restart=self._on_restart,
             package=self._package,
             hooks=self._check_hooks(),
         )

@@ -47,6 +47,7 @@ from emelex.app._private_workspace import (
 )
 from emelex.app._private_workspace import open_workspace as _open_workspace
 from emelex.app._private_workspace import remove_tree as _remove_tree
+from emelex.app._private_workspace import undo_start
 from emelex.app._skill import load_skill_tool
 from emelex.app._subagent import TranscriptBook, bind_subagents
 from emelex.app._tasks import (
@@ -62,23 +63,10 @@ from emelex.runtime import AgentCancellation, run_in_worker
 from emelex.tools.workspace import Workspace
 
 if TYPE_CHECKING:
-    from emelex.agent import ToolJournal
+    from emelex.agent import ProgressJournal, ToolJournal, TurnProgress
     from emelex.app._stream import TextStream
 
 T = TypeVar("T")
-
-
-async def _undo_start(
-    workspace: Workspace | None, assembly: Assembly, temporary: str | None
-) -> None:
-    """Release what a failed start opened (shielded: it runs while being cancelled)."""
-    with trio.CancelScope(shield=True):
-        if workspace is not None:
-            workspace.close()
-        for close in reversed(assembly.closers):
-            await close()
-        if temporary is not None:
-            await run_in_worker(_remove_tree, temporary, name="remove workspace")
 
 
 class SessionStarter:
@@ -97,6 +85,7 @@ class SessionStarter:
         self._history: tuple[Message, ...] = ()
         self._committed = False
         self._journal: ToolJournal | None = None
+        self._progress: ProgressJournal | None = None
 
     def harness(self, harness: Harness) -> SessionStarter:
         if not isinstance(harness, Harness):
@@ -133,6 +122,13 @@ class SessionStarter:
         :meth:`emelex.agent.AgentSessionBuilder.tool_journal`): how the Host settles a
         turn of a crashed process by the harness rules."""
         self._journal = journal
+        return self
+
+    def progress_journal(self, journal: ProgressJournal | None) -> SessionStarter:
+        """Await ``journal(progress)`` before each approval and tool start (see
+        :meth:`emelex.agent.AgentSessionBuilder.progress_journal`): how the Host
+        continues a turn of a lost process with :meth:`Session.resume_and_wait`."""
+        self._progress = journal
         return self
 
     def event_buffer(self, capacity: int) -> SessionStarter:
@@ -213,6 +209,7 @@ class SessionStarter:
                 .tools(GatedTool(tool, hub) for tool in assembly.tools)
                 .history(history, committed=self._committed)
                 .tool_journal(self._journal)
+                .progress_journal(self._progress)
                 .max_retries(agent.max_retries)
                 .hooks(agent.hooks)
             )
@@ -220,7 +217,7 @@ class SessionStarter:
             if board is not None:
                 board.bind(lambda: agent_session.history)
         except BaseException:
-            await _undo_start(workspace, assembly, temporary)
+            await undo_start(workspace, assembly.closers, temporary)
             raise
         session = Session._create(
             engine=self._engine,
@@ -492,15 +489,32 @@ class Session(trio.abc.AsyncResource, metaclass=NoPublicConstructor):
         cancellation: AgentCancellation | None,
         options: GenerationOptions | None,
     ) -> AgentTurn:
-        try:
-            turn = await self._session.run(
+        return await self._settled(
+            self._session.run(
                 text, options=options, cancellation=cancellation, on_event=self._hub.emit
             )
+        )
+
+    async def resume_and_wait(
+        self, progress: TurnProgress, *, cancellation: AgentCancellation | None = None
+    ) -> AgentTurn:
+        """Continue a turn a lost process wrote down (see :meth:`AgentSession.resume`)
+        and return it like :meth:`send_and_wait` (its events go to :meth:`events`)."""
+        if self._closed:
+            raise SessionClosed("the session is closed")
+        return await self._settled(
+            self._session.resume(progress, cancellation=cancellation, on_event=self._hub.emit)
+        )
+
+    async def _settled(self, turn: Awaitable[AgentTurn]) -> AgentTurn:
+        """``turn``'s result once its events are delivered (or its error, likewise)."""
+        try:
+            result = await turn
         except Exception:
             await self._hub.settle()
             raise
         await self._hub.settle()
-        return turn
+        return result
 
     def stream_text(
         self,

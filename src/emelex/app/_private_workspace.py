@@ -7,12 +7,15 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
+
+import trio
 
 from emelex.agent import InvalidWorkspace
 from emelex.app._agent import SeedFile
 from emelex.app._policy import HiddenPaths
+from emelex.runtime import run_in_worker
 from emelex.tools.workspace import Workspace, WorkspaceError
 
 
@@ -58,3 +61,19 @@ def open_workspace(
 
 
 __all__ = ["make_private_workspace", "open_workspace", "remove_tree"]
+
+
+async def undo_start(
+    workspace: Workspace | None,
+    closers: Sequence[Callable[[], Awaitable[object]]],
+    temporary: str | None,
+) -> None:
+    """Release what a failed session start opened (shielded: it runs while being
+    cancelled): the workspace, the integrations in reverse, the private directory."""
+    with trio.CancelScope(shield=True):
+        if workspace is not None:
+            workspace.close()
+        for close in reversed(closers):
+            await close()
+        if temporary is not None:
+            await run_in_worker(remove_tree, temporary, name="remove workspace")

@@ -17,6 +17,9 @@ CauseCode = Literal[
     "limitExceeded",
     "toolFailed",
     "interrupted",
+    #: Not a failure: a restarted Host continued the invocation's turn (the invocation
+    #: then ends as it ends; this says it was taken up again).
+    "resumed",
     "internal",
 ]
 

@@ -13,8 +13,12 @@ QUEUE_FINISHED: Final = "queue.finished"
 QUEUE_STOP: Final = "queue.stop"
 INTERACTION_REQUESTED: Final = "interaction.requested"
 INTERACTION_RESOLVED: Final = "interaction.resolved"
-#: Before each tool call may start: what the turn commits if the Host is lost then.
+#: Before each approval is asked and each tool call may start: where the turn stands
+#: (what it commits if the Host is lost then, and what a restart may continue).
 TURN_JOURNAL: Final = "turn.journal"
+#: A restarted Host continues an invocation a lost Host had started (from its last
+#: journal, or from the start of its turn when none was written).
+QUEUE_RESUMED: Final = "queue.resumed"
 #: A main model request was prepared, and how it ended (context reports).
 REQUEST_PREPARED: Final = "request.prepared"
 REQUEST_SETTLED: Final = "request.settled"

@@ -74,7 +74,7 @@ from emelex.service._errors import (
 from emelex.service._recovery import recover
 from emelex.service._registry import Services, SessionRegistry
 from emelex.service._rows import page_row, store_position, wire_row
-from emelex.service._runner import Runner
+from emelex.service._runner import Runner, check_agents
 from emelex.service._session import HostSession
 from emelex.service._state import (
     rows_after,
@@ -184,12 +184,7 @@ class Host:
         if scale_out is not None and store is None:
             raise ServiceError("scale_out needs a PostgreSQL store")
         await trio.Path(path).mkdir(mode=0o700, parents=True, exist_ok=True)
-        for name in harnesses or {}:
-            if name not in agents:
-                raise TypeError(f"a harness is given for {name!r}, which is no agent")
-        for name in agents:
-            if not isinstance(agents[name], Agent):
-                raise TypeError(f"agent {name!r} is not an emelex Agent")
+        check_agents(agents, harnesses or {})
         async with open_host_store(path, store) as opened:
             own_engine = engine is None
             active = Engine() if engine is None else engine
@@ -208,8 +203,12 @@ class Host:
                         harnesses=harnesses,
                     )
                     await host._join_cluster(scale_out)
+                    alone = host._cluster is None
                     await recover(
-                        opened, host._registry, host._session_config, alone=host._cluster is None
+                        opened,
+                        host._registry,
+                        host._session_config,
+                        settle_now=lambda agent: alone and agents[agent].on_restart == "settle",
                     )
                     try:
                         yield host

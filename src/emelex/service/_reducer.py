@@ -21,6 +21,7 @@ from typing import Any, Final
 
 import attrs
 
+from emelex.agent import TurnProgress
 from emelex.contracts import (
     MAX_SAFE_INTEGER,
     MAX_SETTLED_INVOCATIONS,
@@ -37,6 +38,7 @@ from emelex.service._events import (
     MAX_REQUESTS_KEPT,
     QUEUE_ADMITTED,
     QUEUE_FINISHED,
+    QUEUE_RESUMED,
     QUEUE_STARTED,
     QUEUE_STOP,
     REQUEST_PREPARED,
@@ -81,10 +83,28 @@ class RequestRecord:
 
 @attrs.frozen
 class Journal:
-    """What a turn commits if its Host is lost now (written before each tool call)."""
+    """Where a turn stood when its Host last wrote it down (before each approval and
+    tool start): what it commits if settled now, the calls it never started, the rounds
+    it used and whether a tool may have run. Logs written before progress had fields
+    hold a tool-start checkpoint only."""
 
     turn_id: str
     messages: tuple[Any, ...]
+    open_calls: tuple[Any, ...] = ()
+    rounds: Any = 1
+    may_have_run: Any = True
+
+    def progress(self) -> TurnProgress:
+        """The record as a :class:`TurnProgress` (raises InvalidTurnProgress)."""
+        return TurnProgress.from_wire(
+            {
+                "turnId": self.turn_id,
+                "messages": list(self.messages),
+                "openCalls": list(self.open_calls),
+                "rounds": self.rounds,
+                "mayHaveRun": self.may_have_run,
+            }
+        )
 
 
 @attrs.frozen
@@ -149,6 +169,8 @@ class SessionLog:
     #: The newest invocations that finished with nothing committed, oldest first.
     settled: list[Settled] = attrs.field(factory=list)
     journals: dict[str, Journal] = attrs.field(factory=dict)
+    #: How often a restarted Host took up each started invocation again.
+    resumes: dict[str, int] = attrs.field(factory=dict)
     #: The latest main requests the session prepared (for context reports).
     requests: list[RequestRecord] = attrs.field(factory=list)
     #: A coordinator's workers: (worker session, first task's invocation, operation).
@@ -199,6 +221,7 @@ class SessionLog:
             "turnRows": list(self.turn_rows.items()),
             "settled": [attrs.astuple(s) for s in self.settled],
             "journals": dict(sorted(self.journals.items())),
+            "resumes": dict(sorted(self.resumes.items())),
             "requests": [attrs.astuple(r) for r in self.requests],
             "workers": list(self.workers),
             "diagnostics": [to_wire(d) for d in self.diagnostics.items],
@@ -283,6 +306,7 @@ def _finished(
     log.stopping.discard(invocation_id)
     log.stop_operations.pop(invocation_id, None)
     log.journals.pop(invocation_id, None)
+    log.resumes.pop(invocation_id, None)
     return changed
 
 
@@ -344,7 +368,23 @@ def _resolved(log: SessionLog, _: int, __: str | None, payload: dict[str, Any]) 
 def _journal(log: SessionLog, _: int, turn_id: str | None, payload: dict[str, Any]) -> Change:
     invocation_id = str(payload["invocationId"])
     if turn_id is not None and invocation_id in log.queue:
-        log.journals[invocation_id] = Journal(turn_id, tuple(payload["messages"]))
+        # Kept as written: a record that does not read is settled by the checkpoint
+        # rule, and checked when it is read (Journal.progress), never here.
+        open_calls = payload.get("openCalls", ())
+        log.journals[invocation_id] = Journal(
+            turn_id,
+            tuple(payload["messages"]),
+            tuple(open_calls) if isinstance(open_calls, list) else (open_calls,),
+            payload.get("rounds", 1),
+            payload.get("mayHaveRun", True),
+        )
+    return Change.NONE
+
+
+def _resumed(log: SessionLog, _: int, __: str | None, payload: dict[str, Any]) -> Change:
+    invocation_id = str(payload["invocationId"])
+    if invocation_id in log.started:
+        log.resumes[invocation_id] = log.resumes.get(invocation_id, 0) + 1
     return Change.NONE
 
 
@@ -407,6 +447,7 @@ APPLY: Final[Mapping[str, _Apply]] = {
     INTERACTION_REQUESTED: _requested,
     INTERACTION_RESOLVED: _resolved,
     TURN_JOURNAL: _journal,
+    QUEUE_RESUMED: _resumed,
     REQUEST_PREPARED: _prepared,
     REQUEST_SETTLED: _settled,
     WORKER_STARTED: _worker,

@@ -1,6 +1,6 @@
 """A session's runner: one loop that serves a Host alone and a group of Hosts alike.
 
-claim (with other Hosts: the session's lease) -> settle what a lost Host left started ->
+claim (with other Hosts: the session's lease) -> resume or settle what a lost Host left ->
 start the oldest queued work -> run its turn -> commit how it ended -> repeat; it sleeps
 while there is nothing to do. A turn's rows, the end of its invocation and the settlement
 of its interactions commit together, through the session.
@@ -19,7 +19,7 @@ import trio
 from emelex._errors import EmelexError
 from emelex._ids import new_id
 from emelex._text import clip
-from emelex.agent import AgentCancellation, AgentError
+from emelex.agent import AgentCancellation, AgentError, TurnProgress
 from emelex.app import Agent, Engine, Harness
 from emelex.app import Session as AppSession
 from emelex.contracts import to_wire
@@ -27,7 +27,12 @@ from emelex.model import Client, Completed, GenerationOptions, GenerationRequest
 from emelex.service._diagnostics import DIAGNOSTIC_RECORDED, classify
 from emelex.service._events import QUEUE_FINISHED, QUEUE_STARTED, SESSION_TITLED
 from emelex.service._queue import Work
-from emelex.service._recovery import diagnostic_for, interaction_settlements, settle_interrupted
+from emelex.service._recovery import (
+    Resumption,
+    diagnostic_for,
+    interaction_settlements,
+    resume_or_settle,
+)
 from emelex.service._registry import SessionRegistry
 from emelex.service._session import HostSession
 from emelex.service._turn_hooks import TurnHooks
@@ -77,8 +82,10 @@ class Runner:
         if cluster is not None:
             cluster.enter_runner(state)
         while not self._registry.is_closed():
-            if state.queue.next_to_run() is None and (
-                cluster is None or state.queue.running is None
+            if (
+                state.queue.next_to_run() is None
+                and not state.log.interrupted()
+                and (cluster is None or state.queue.running is None)
             ):
                 state.wake = trio.Event()
                 await state.wake.wait()
@@ -91,20 +98,21 @@ class Runner:
                     # or a stop may have taken the work out of the queue.
                     if self._registry.is_closed():
                         return
-                    await settle_interrupted(state)
-                    work = state.queue.next_to_run()
+                    mode = self._agents[state.agent_name].on_restart
+                    resumption = await resume_or_settle(state, mode)
+                    work = state.queue.next_to_run() if resumption is None else resumption.work
                     if work is None:
                         continue
                     # Set before the append awaits, so a close that begins meanwhile
                     # cancels this turn (it then settles at once, as interrupted).
                     cancellation = state.cancellation = AgentCancellation()
-                    await state.commit(
-                        [NewEvent(QUEUE_STARTED, None, {"invocationId": work.invocation_id})]
-                    )
+                    if resumption is None:
+                        started = {"invocationId": work.invocation_id}
+                        await state.commit([NewEvent(QUEUE_STARTED, None, started)])
                     if state.log.running != work.invocation_id:
                         state.cancellation = None
                         continue  # (only a log other Hosts wrote to can say otherwise)
-                await self._run_turn(state, work, cancellation)
+                await self._run_turn(state, work, cancellation, resumption)
             except StoreError as exc:
                 if cluster is None:
                     raise
@@ -131,7 +139,7 @@ class Runner:
                 await starter.session_id(state.session_id)
                 # The store holds only what Hosts committed (turns, checkpoints, forks).
                 .history(history, committed=True)
-                .tool_journal(hooks.journal)
+                .progress_journal(hooks.journal)
                 .start()
             )
             if state.tools is not None:
@@ -144,15 +152,23 @@ class Runner:
         return state.app
 
     async def _run_turn(
-        self, state: HostSession, work: Work, cancellation: AgentCancellation
+        self,
+        state: HostSession,
+        work: Work,
+        cancellation: AgentCancellation,
+        resumption: Resumption | None = None,
     ) -> None:
-        turn_id = new_id()
+        progress = None if resumption is None else resumption.progress
+        turn_id = new_id() if progress is None else progress.turn_id
         outcome = "completed"
         error: dict[str, Any] | None = None
         failure: BaseException | None = None
         try:
             app = await self.app_session(state)
-            turn = await app.send_and_wait(work.text, cancellation=cancellation)
+            if progress is not None:
+                turn = await app.resume_and_wait(progress, cancellation=cancellation)
+            else:
+                turn = await app.send_and_wait(work.text, cancellation=cancellation)
             events = turn_events(turn.turn_id, turn.messages)
             turn_id = turn.turn_id
         except AgentError as exc:
@@ -165,14 +181,36 @@ class Runner:
             if exc.rolled_back is False:
                 events = turn_events(turn_id, exc.checkpoint, outcome="checkpointed")
             else:
-                events = turn_events(turn_id, (), outcome="rolled_back")
+                events = _before_driving(turn_id, progress)
         except EmelexError as exc:
             # The session could not start (an integration failed, the agent is invalid):
-            # nothing ran, so nothing is committed.
+            # nothing ran now, so only what ran before a restart is committed.
             outcome = "failed"
             error = {"type": type(exc).__name__, "message": str(exc)[:4096]}
             failure = exc
-            events = turn_events(turn_id, (), outcome="rolled_back")
+            events = _before_driving(turn_id, progress)
+        if outcome == "interrupted" and self._agents[state.agent_name].on_restart == "resume":
+            # The Host is closing: the invocation stays started, its interactions
+            # pending, and the next Host continues the turn from its last journal.
+            state.cancellation = None
+            return
+        await self._finish(state, work, turn_id, outcome, error, failure, events)
+        if self._titles and outcome == "completed" and state.title is None:
+            # A title never delays work: the next queued turn starts while it is asked.
+            self._spawn(self._titled, state, work.text, turn_id)
+
+    async def _finish(
+        self,
+        state: HostSession,
+        work: Work,
+        turn_id: str,
+        outcome: str,
+        error: dict[str, Any] | None,
+        failure: BaseException | None,
+        events: list[NewEvent],
+    ) -> None:
+        """Commit how the invocation ended: its turn's rows, the settlement of its
+        interactions, its end and (when it failed) a diagnostic, together."""
         with trio.CancelScope(shield=True):
             async with state.lock:
                 settled = interaction_settlements(state, work.invocation_id, "stop")
@@ -192,9 +230,6 @@ class Runner:
                     batch.append(NewEvent(DIAGNOSTIC_RECORDED, turn_id, to_wire(recorded)))
                 state.cancellation = None
                 await state.commit(batch)
-        if self._titles and outcome == "completed" and state.title is None:
-            # A title never delays work: the next queued turn starts while it is asked.
-            self._spawn(self._titled, state, work.text, turn_id)
 
     def close(self) -> None:
         """The Host is closing: titles still being asked are dropped."""
@@ -244,3 +279,22 @@ class Runner:
                 await state.commit([NewEvent(DIAGNOSTIC_RECORDED, turn_id, to_wire(recorded))])
             else:
                 await state.commit([NewEvent(SESSION_TITLED, None, {"title": title})])
+
+
+def check_agents(agents: Mapping[str, Agent], harnesses: Mapping[str, Harness]) -> None:
+    """Raise TypeError unless every agent is an Agent and every harness has one."""
+    for name in harnesses:
+        if name not in agents:
+            raise TypeError(f"a harness is given for {name!r}, which is no agent")
+    for name in agents:
+        if not isinstance(agents[name], Agent):
+            raise TypeError(f"agent {name!r} is not an emelex Agent")
+
+
+def _before_driving(turn_id: str, progress: TurnProgress | None) -> list[NewEvent]:
+    """The turn events of a turn that ended before it drove anything now: a resumed
+    turn in which a tool may have run keeps its journalled checkpoint (harness rule),
+    any other is rolled back."""
+    if progress is not None and progress.may_have_run:
+        return turn_events(turn_id, progress.messages, outcome="checkpointed")
+    return turn_events(turn_id, (), outcome="rolled_back")

@@ -12,15 +12,13 @@ before any client can answer it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 from emelex._ids import new_id
-from emelex.agent import ApprovalContext, ApprovalDecision, Deny, current_turn
+from emelex.agent import ApprovalContext, ApprovalDecision, Deny, TurnProgress, current_turn
 from emelex.contracts import Interaction, ToolCallInfo, from_wire, to_wire
-from emelex.model import AgentModel, GenerationRequest, Message
-from emelex.model import to_json as to_json_message
+from emelex.model import AgentModel, GenerationRequest
 from emelex.service._drafting import DraftingModel
 from emelex.service._drafts import DRAFT_INTERVAL
 from emelex.service._errors import ServiceError
@@ -71,20 +69,17 @@ class TurnHooks:
         async with self._session.lock:
             self._session.defer(NewEvent(REQUEST_SETTLED, None, payload))
 
-    # -- the tool journal ---------------------------------------------------------------
-    async def journal(self, turn_id: str, checkpoint: tuple[Message, ...]) -> None:
-        """Write down, before a tool may run, what the turn commits if the Host is lost:
-        recovery then checkpoints the turn instead of rolling it back. Durable when
-        this returns (with the request records waiting so far)."""
+    # -- the progress journal -----------------------------------------------------------
+    async def journal(self, progress: TurnProgress) -> None:
+        """Write down where the turn stands before an approval is asked or a tool may
+        run: recovery continues it from here, or settles it as this checkpoint. Durable
+        when this returns (with the request records waiting so far)."""
         running = self._session.log.running
         if running is None:
-            raise ServiceError("a tool is starting outside of any invocation")
-        payload = {
-            "invocationId": running,
-            "messages": [json.loads(to_json_message(m)) for m in checkpoint],
-        }
+            raise ServiceError("a turn wrote progress outside of any invocation")
+        payload = {"invocationId": running, **progress.to_wire()}
         async with self._session.lock:
-            await self._session.commit([NewEvent(TURN_JOURNAL, turn_id, payload)])
+            await self._session.commit([NewEvent(TURN_JOURNAL, progress.turn_id, payload)])
 
     # -- approvals ----------------------------------------------------------------------
     async def decide(self, context: ApprovalContext) -> ApprovalDecision:
@@ -94,6 +89,15 @@ class TurnHooks:
         running = session.log.running
         if running is None:
             return Deny("no invocation is running")
+        asked = _asked_before(session, running, context.call.id)
+        if asked is not None:
+            # A resumed turn: the question is still the one asked before the restart
+            # (same id, maybe answered meanwhile through another Host).
+            async with session.lock:
+                waiter = session.waiter(asked)
+            await waiter.answered.wait()
+            assert waiter.decision is not None
+            return waiter.decision
         interaction_id = new_id()
         async with session.lock:
             interaction = from_wire(
@@ -123,3 +127,12 @@ class TurnHooks:
         await waiter.answered.wait()
         assert waiter.decision is not None
         return waiter.decision
+
+
+def _asked_before(session: HostSession, invocation_id: str, call_id: str) -> str | None:
+    """The interaction an earlier run of this invocation asked for ``call_id``."""
+    for interactions in (session.log.pending, session.log.resolved):
+        for interaction in interactions.values():
+            if interaction.invocation_id == invocation_id and interaction.tool_call.id == call_id:
+                return interaction.id
+    return None
