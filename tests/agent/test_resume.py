@@ -128,30 +128,31 @@ async def test_a_resumed_call_meets_todays_tools(make_builder: Make) -> None:
     assert turn.messages[-1].text == "ok"
 
 
-async def test_a_turn_lost_before_any_batch_starts_over_from_its_round(
+async def test_a_turn_lost_between_rounds_resumes_with_the_real_results(
     make_builder: Make,
 ) -> None:
-    """Progress with nothing open (a journal written between rounds) resumes at the
-    next model round, with the rounds already used counted."""
+    """After a batch the turn writes its real results down: a process lost while the
+    next round streams resumes at that round, with "a done" (not "interrupted")."""
     records: list[TurnProgress] = []
     model = ScriptedModel([[Call("a", {})], [Call("b", {})], [Say("never")]])
     builder = (
         make_builder(model)
         .tool(ScriptedTool("a"))
         .tool(ScriptedTool("b"))
-        .progress_journal(recorder(records, lose_at=2))
+        .progress_journal(recorder(records, lose_at=2))  # 1: before a, 2: after the batch
     )
     with builder.build() as session, pytest.raises(ToolJournalFailed):
         await session.run("go")
     progress = records[-1]
-    assert progress.rounds == 2 and progress.open_calls == frozenset()
-    later = ScriptedModel([[Say("fine")]])
-    again = ScriptedTool("b")
-    with make_builder(later).tool(ScriptedTool("a")).tool(again).max_rounds(3).build() as s:
-        turn = await s.resume(progress)
-    assert again.started == []  # b "may have started": interrupted, not run again
-    assert tools_texts(turn.messages) == ["a done", INTERRUPTED]
-    assert turn.rounds == 3
+    assert progress.rounds == 1 and progress.open_calls == frozenset()
+    assert tools_texts(progress.messages) == ["a done"]
+    later = ScriptedModel([[Call("b", {})], [Say("fine")]])
+    again_a, again_b = ScriptedTool("a"), ScriptedTool("b")
+    with make_builder(later).tool(again_a).tool(again_b).max_rounds(3).build() as resumed:
+        turn = await resumed.resume(progress)
+    assert again_a.started == [] and len(again_b.started) == 1
+    assert tools_texts(turn.messages) == ["a done", "b done"]
+    assert turn.rounds == 3 and len(later.requests) == 2
 
 
 def _batch(*names: str) -> tuple[Message, ...]:

@@ -255,6 +255,7 @@ class TurnDriver:
                 if await self._resolve_call(core, turn, sink, item, route, model):
                     return None
             core.finish_batch()
+            await self._write_progress(core, None, "the next round")
         while True:
             await trio.lowlevel.checkpoint_if_cancelled()
             request, events = core.begin_round()
@@ -279,6 +280,9 @@ class TurnDriver:
                 if await self._resolve_call(core, turn, sink, item, route, model):
                     return None  # cancelled by AgentCancellation: no result
             core.finish_batch()
+            # The batch's real results, so a lost process resumes with them (not with
+            # "interrupted" for calls that returned) at the next round.
+            await self._write_progress(core, None, "the next round")
         if hooks.has("before_commit"):
             await hooks.before_commit(core, model)
         result, events = core.commit()
@@ -461,14 +465,18 @@ class TurnDriver:
 
     async def _write_progress(self, core: TurnCore, starting: str | None, name: str) -> None:
         """Hand the progress journal where the turn stands, before an approval is asked
-        (``starting`` None) or the call ``starting`` may run: a host that loses the
-        process now continues from exactly here."""
+        (``starting`` None), before the call ``starting`` may run, or after a batch: a
+        host that loses the process now continues from exactly here."""
         if self._progress is None:
             return
+        if core.phase is TurnPhase.TOOLS:
+            messages, unstarted = core.checkpoint_if_lost(starting), core.unstarted(starting)
+        else:  # between rounds: every batch so far is complete
+            messages, unstarted = core.messages, frozenset()
         progress = TurnProgress(
             core.turn_id,
-            core.checkpoint_if_lost(starting),
-            core.unstarted(starting),
+            messages,
+            unstarted,
             core.round,
             core.tools_may_have_run or starting is not None,
         )
