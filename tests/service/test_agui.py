@@ -248,7 +248,7 @@ EXPECTED = [
         'TEXT_MESSAGE_START {"messageId": "<invocation>:1", "role": "assistant"}',
         'TEXT_MESSAGE_CONTENT {"messageId": "<invocation>:1", "delta": "Done."}',
         'TEXT_MESSAGE_END {"messageId": "<invocation>:1"}',
-        'TOOL_CALL_RESULT {"messageId": "<turn>:13.0", "toolCallId": "<call>", "content":'
+        'TOOL_CALL_RESULT {"messageId": "<turn>:15.0", "toolCallId": "<call>", "content":'
         ' "noted milk", "role": "tool"}',
         'STATE_DELTA [{"op": "replace", "path": "/queue", "value": []}]',
         'RUN_FINISHED {"threadId": "<thread>", "runId": "run-2"}',
