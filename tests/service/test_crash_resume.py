@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 import trio
 
+from emelex.agent._turn_rules import INTERRUPTED
 from emelex.contracts import ApproveResponse
 from emelex.service import Host
 from emelex.store import StoredEvent, open_sqlite_store
@@ -94,12 +95,27 @@ def landed(events: list[StoredEvent]) -> str:
     resolved = {e.payload["id"] for e in events if e.kind == "interaction.resolved"}
     if requested - resolved:
         return "pending-approval"
-    last = [e.kind for e in events if e.kind not in QUIET][-1]
-    if last == "turn.journal":
-        return "tool-running"
-    if last in {"queue.started", "queue.resumed", "request.prepared", "queue.stop"}:
+    last = [e for e in events if e.kind not in QUIET][-1]
+    if last.kind == "turn.journal":
+        return journal_point(last.payload)
+    if last.kind in {"queue.started", "queue.resumed", "request.prepared", "queue.stop"}:
         return "streaming"
-    return "committing"
+    if last.kind == "interaction.resolved":
+        return "approved, before its tool"
+    return f"after {last.kind}"
+
+
+def journal_point(payload: dict[str, Any]) -> str:
+    """Which progress record was the last: before a tool start (its call reads as
+    interrupted), before an approval (the call is open), or after a batch."""
+    messages = payload["messages"]
+    roles = [m.get("data", {}).get("role") for m in messages]
+    batch_at = max(i for i, role in enumerate(roles) if role in ("user", "assistant"))
+    if INTERRUPTED in json.dumps(messages[batch_at:]):
+        return "tool-running"
+    if payload.get("openCalls"):
+        return "asking-approval"
+    return "streaming, after a batch"
 
 
 async def run_and_kill(

@@ -12,7 +12,8 @@ import pytest
 import trio
 
 from emelex.agent import DenyAll
-from emelex.app import Agent
+from emelex.agent._turn_rules import INTERRUPTED
+from emelex.app import Agent, RestartMode
 from emelex.contracts import (
     AgentName,
     AgentWorker,
@@ -57,11 +58,11 @@ async def note(text: str) -> str:
 NOTES: list[str] = []
 
 
-def agent(*rounds: list[Any]) -> Agent:
+def agent(*rounds: list[Any], on_restart: RestartMode = "resume") -> Agent:
     model = ScriptedModel([list(r) for r in rounds])
     # The Host answers approvals through interactions, whatever approver the agent names.
     builder = Agent.builder().name("helper").instructions("Help.").model(model).tool(note)
-    return builder.approver(DenyAll()).build()
+    return builder.approver(DenyAll()).on_restart(on_restart).build()
 
 
 async def until_idle(host: Host, session_id: str) -> list[WatchUpdate]:
@@ -256,7 +257,8 @@ async def test_restart_settles_an_interrupted_turn_and_keeps_queued_work(tmp_pat
         await store.append_events(
             session.id, [NewEvent("queue.started", None, {"invocationId": "inv-1"})]
         )
-    rounds = agent([Say("after restart")])
+    # Under "settle" (under "resume": tests/service/test_resumed_turns.py).
+    rounds = agent([Say("after restart")], on_restart="settle")
     async with Host.open(root, agents={"helper": rounds}) as host:
         await until_idle(host, session.id)
         rows = (await host.history(session.id)).rows
@@ -276,11 +278,12 @@ async def test_restart_settles_an_interrupted_turn_and_keeps_queued_work(tmp_pat
 
 async def test_closing_the_host_settles_a_turn_waiting_for_approval(tmp_path: Path) -> None:
     root = tmp_path / "host"
-    async with Host.open(root, agents={"helper": agent([Call("note", {"text": "x"})])}) as host:
+    settling = agent([Call("note", {"text": "x"})], on_restart="settle")
+    async with Host.open(root, agents={"helper": settling}) as host:
         session = (await host.create_session("helper", tmp_path, operation="c")).session
         await host.send(session.id, "go", operation="s1")
         interaction_id = await until_pending(host, session.id)
-    async with Host.open(root, agents={"helper": agent()}) as host:
+    async with Host.open(root, agents={"helper": agent(on_restart="settle")}) as host:
         interaction = await host.interaction(session.id, interaction_id)
         assert interaction.state == "resolved"
         assert (await host.queue(session.id)).entries == ()
@@ -325,7 +328,7 @@ async def test_restart_checkpoints_a_turn_whose_tool_may_have_run(tmp_path: Path
                 ),
             ],
         )
-    async with Host.open(root, agents={"helper": agent()}) as host:
+    async with Host.open(root, agents={"helper": agent(on_restart="settle")}) as host:
         rows = (await host.history(session.id)).rows
         assert [(r.role, r.turn_id) for r in rows] == [
             ("user", "turn-1"),
@@ -352,11 +355,23 @@ async def test_each_tool_call_is_journalled_before_it_runs(tmp_path: Path) -> No
     async with open_sqlite_store(str(root / "host.db")) as store:
         events = await store.events_after(session.id, 0, limit=100)
     kinds = [e.kind for e in events]
-    # The journal entry lands after the approval and before the tool's result exists.
-    assert kinds.index("interaction.resolved") < kinds.index("turn.journal")
-    (journal,) = [e for e in events if e.kind == "turn.journal"]
-    roles = [m["data"]["role"] for m in journal.payload["messages"]]
-    assert roles == ["user", "assistant", "tool"]
+    # Progress is written before the approval is asked, after it is answered (before
+    # the tool may run) and after the batch.
+    assert [
+        k for k in kinds if k in ("turn.journal", "interaction.requested", "interaction.resolved")
+    ] == [
+        "turn.journal",
+        "interaction.requested",
+        "interaction.resolved",
+        "turn.journal",
+        "turn.journal",
+    ]
+    before, starting, after = [e.payload for e in events if e.kind == "turn.journal"]
+    assert [m["data"]["role"] for m in starting["messages"]] == ["user", "assistant", "tool"]
+    assert before["openCalls"] and not before["mayHaveRun"]
+    assert not starting["openCalls"] and starting["mayHaveRun"]
+    assert INTERRUPTED in json.dumps(starting["messages"])
+    assert INTERRUPTED not in json.dumps(after["messages"])
     assert NOTES == ["milk"]
 
 

@@ -183,9 +183,10 @@ async def test_a_stopped_queued_invocation_answers_stopped_before_and_after_rest
     async with Host.open(root, agents=agents) as host:
         again = await host.execute_result(session.id, second.invocation_id)
         assert again == live
-        # The one that waited for its approval was settled when the Host closed.
-        interrupted = await host.execute_result(session.id, first.invocation_id)
-        assert interrupted is not None and interrupted.status == "failed"
+        # The one that waited for its approval was resumed: it still waits.
+        assert await host.execute_result(session.id, first.invocation_id) is None
+        (pending,) = (await host.pending_interactions(session.id)).interactions
+        assert pending.invocation_id == first.invocation_id
 
 
 def _admit(log: SessionLog, sequence: int, invocation: str, text: str = "x") -> None:

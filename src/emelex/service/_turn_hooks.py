@@ -5,9 +5,11 @@ wrapped to record each main request (for context reports) and to stream live dra
 approvals become durable interactions; its tool journal is written before each tool may
 start. Writes are batched: request records wait in the session (see
 :meth:`HostSession.defer`) and go to the store with the turn's next commit, so a turn with
-one tool call takes three store transactions (its start, the journal, its end). The crash
-rules stay: the journal is durable before the tool starts, an interaction is durable
-before any client can answer it.
+one tool call takes four store transactions (its start, the progress before the tool,
+the progress after its batch, its end). The crash rules stay: the journal is durable
+before the tool starts, an interaction is durable before any client can answer it, and
+a finished batch is durable before the next model round, so a resumed turn never runs a
+settled call again.
 """
 
 from __future__ import annotations
