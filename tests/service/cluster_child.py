@@ -16,17 +16,19 @@ from pathlib import Path
 import trio
 
 from emelex.agent import DenyAll
-from emelex.app import Agent
+from emelex.app import Agent, RestartMode
 from emelex.contracts import RowsPublished, WatchEnded
 from emelex.service import Host, ScaleOut
 from emelex.testing import Say, ScriptedModel, Wait
 
 
-def cluster_agent(turn_seconds: float, turns: int = 400) -> Agent:
+def cluster_agent(
+    turn_seconds: float, turns: int = 400, on_restart: RestartMode = "resume"
+) -> Agent:
     rounds = [[Say(f"working {n} "), Wait(turn_seconds), Say("done")] for n in range(turns)]
     model = ScriptedModel(rounds)  # type: ignore[arg-type]
     builder = Agent.builder().name("helper").instructions("Work.").model(model)
-    return builder.approver(DenyAll()).build()
+    return builder.approver(DenyAll()).on_restart(on_restart).build()
 
 
 def report(line: str) -> None:
@@ -71,10 +73,17 @@ async def command(host: Host, nursery: trio.Nursery, line: str, workspace: Path)
         report(f"ERROR {parts[2] if len(parts) > 2 else parts[0]} {type(exc).__name__}: {exc}")
 
 
-async def main(dsn: str, root: Path, workspace: Path, lease: float, turn_seconds: float) -> None:
+async def main(
+    dsn: str,
+    root: Path,
+    workspace: Path,
+    lease: float,
+    turn_seconds: float,
+    on_restart: RestartMode = "resume",
+) -> None:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     options = ScaleOut(lease_seconds=lease, catch_up_seconds=0.2)
-    agents = {"helper": cluster_agent(turn_seconds)}
+    agents = {"helper": cluster_agent(turn_seconds, on_restart=on_restart)}
     async with Host.open(root, agents=agents, store=dsn, scale_out=options) as host:
         report(f"READY {os.getpid()}")
         stdin = trio.lowlevel.FdStream(os.dup(0))
@@ -96,4 +105,5 @@ if __name__ == "__main__":
         Path(sys.argv[3]),
         float(sys.argv[4]),
         float(sys.argv[5]),
+        "settle" if sys.argv[6:] == ["settle"] else "resume",
     )

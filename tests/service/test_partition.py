@@ -17,7 +17,7 @@ import pytest
 import trio
 
 from emelex.agent import DenyAll
-from emelex.app import Agent
+from emelex.app import Agent, RestartMode
 from emelex.model import Capabilities, GenerationRequest
 from emelex.runtime import open_supervisor
 from emelex.service import Host, ScaleOut
@@ -53,9 +53,9 @@ class GatedModel:
             yield stream
 
 
-def agent(model: object) -> Agent:
+def agent(model: object, on_restart: RestartMode = "resume") -> Agent:
     builder = Agent.builder().name("helper").instructions("Help.").model(model)  # type: ignore[arg-type]
-    return builder.approver(DenyAll()).build()
+    return builder.approver(DenyAll()).on_restart(on_restart).build()
 
 
 def answers(name: str) -> ScriptedModel:
@@ -66,11 +66,13 @@ def logged(caplog: pytest.LogCaptureFixture, text: str) -> bool:
     return any(text in record.getMessage() for record in caplog.records)
 
 
+@pytest.mark.parametrize("on_restart", ["resume", "settle"])
 async def test_a_partitioned_holder_loses_its_lease_and_its_commit_is_refused(
     postgres_server: PostgresServer,
     postgres_dsn: str,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
+    on_restart: RestartMode,
 ) -> None:
     caplog.set_level(logging.WARNING, logger="emelex.service")
     gated = GatedModel(answers("a"))
@@ -83,7 +85,10 @@ async def test_a_partitioned_holder_loses_its_lease_and_its_commit_is_refused(
     ):
         cut_off = f"host=127.0.0.1 port={proxy.port} user=postgres dbname={dbname}"
         open_a = Host.open(
-            tmp_path / "a", agents={"helper": agent(gated)}, store=cut_off, scale_out=FAST
+            tmp_path / "a",
+            agents={"helper": agent(gated, on_restart)},
+            store=cut_off,
+            scale_out=FAST,
         )
         async with open_a as a:
             assert proxy.connections >= 2  # A's pool and listener go through the proxy
@@ -93,7 +98,7 @@ async def test_a_partitioned_holder_loses_its_lease_and_its_commit_is_refused(
                 await gated.reached.wait()  # A runs the turn, so it holds the lease
             open_b = Host.open(
                 tmp_path / "b",
-                agents={"helper": agent(answers("b"))},
+                agents={"helper": agent(answers("b"), on_restart)},
                 store=postgres_dsn,
                 scale_out=FAST,
             )
@@ -111,7 +116,8 @@ async def test_a_partitioned_holder_loses_its_lease_and_its_commit_is_refused(
                 await b.send(session_id, "next-task", operation="next")
                 seen: list[object] = []
                 with trio.fail_after(30):
-                    # B takes the lapsed lease, settles A's turn, runs the queued send.
+                    # B takes the lapsed lease, resumes or settles A's turn, runs the
+                    # queued send.
                     await rows_seen(b, session_id, 2, seen)  # type: ignore[arg-type]
                 before_thaw = await drained(store, session_id, seconds=30)
                 # A's lease actor gave the lease up by its clock, its renewal never answered.
@@ -135,10 +141,19 @@ async def test_a_partitioned_holder_loses_its_lease_and_its_commit_is_refused(
                     for e in after
                     if e.kind == "queue.finished"
                 }
-                assert sorted(finished.values()) == ["completed", "interrupted"]
                 assert all("a answer" not in str(e.payload) for e in after if e.kind in ROW_KINDS)
                 page = await store.history_page(session_id)
-                assert [r.fields.body for r in page.rows] == ["next-task", "b answer 0"]
+                resumed = [e.payload["invocationId"] for e in after if e.kind == "queue.resumed"]
+                if on_restart == "resume":
+                    # B asked its model again for A's turn: that turn's rows are B's, once.
+                    assert sorted(finished.values()) == ["completed", "completed"]
+                    assert resumed == starts[:1]
+                    expected = ["long-task", "b answer 0", "next-task", "b answer 1"]
+                else:
+                    assert sorted(finished.values()) == ["completed", "interrupted"]
+                    assert resumed == []
+                    expected = ["next-task", "b answer 0"]
+                assert [r.fields.body for r in page.rows] == expected
 
                 # A's connections recovered (one was shut down mid-renewal): it admits
                 # again, and the work runs on the lease holder.
@@ -149,5 +164,5 @@ async def test_a_partitioned_holder_loses_its_lease_and_its_commit_is_refused(
                 assert [e.payload["operation"] for e in admitted] == ["long", "next", "again"]
                 assert admitted[-1].payload["invocationId"] == receipt.invocation_id
                 page = await store.history_page(session_id)
-                assert [r.fields.body for r in page.rows][:2] == ["next-task", "b answer 0"]
+                assert [r.fields.body for r in page.rows][: len(expected)] == expected
                 assert "again-task" in [r.fields.body for r in page.rows]
