@@ -11,12 +11,14 @@ import os
 import signal
 import subprocess
 import sys
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
+import emelex.service._host as host_module
 from emelex.contracts import (
     ApproveResponse,
     DraftUpdated,
@@ -109,7 +111,12 @@ async def until_asked(host: Host | HostClient, session_id: str, interaction_id: 
 
 
 async def answered_after_restart(
-    root: Path, workspace: Path, store: str | None, session_id: str, interaction_id: str
+    root: Path,
+    workspace: Path,
+    store: str | None,
+    session_id: str,
+    interaction_id: str,
+    takeovers: int = 1,
 ) -> None:
     agent = resumable_agent(workspace, [[Say("finished")]])
     model: Any = agent.client.model
@@ -125,7 +132,7 @@ async def answered_after_restart(
         rows = list((await host.history(session_id)).rows)
         codes = [d.cause.code for d in (await host.diagnostics(session_id)).diagnostics]
         result = await host.execute_result(session_id, running.invocation_id)
-    assert codes == ["resumed"]
+    assert codes == ["resumed"] * takeovers
     assert result is not None and result.status == "completed"
     check_resumed(rows, workspace, len(model.requests))
 
@@ -240,3 +247,51 @@ async def until_idle_live(host: Host, session_id: str) -> list[Any]:
                     return seen
                 assert not isinstance(update, WatchEnded), update
     raise AssertionError("the watch ended")
+
+
+class _TakeOverGate:
+    """A store whose append of the take-over (``queue.resumed``) waits for ``release``
+    (``reached`` is set when it does); every other call goes straight through."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.reached = trio.Event()
+        self.release = trio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def append_events(self, session_id: str, events: Any, **options: Any) -> Any:
+        if any(event.kind == "queue.resumed" for event in events):
+            self.reached.set()
+            await self.release.wait()
+        return await self._inner.append_events(session_id, events, **options)
+
+
+async def test_a_close_while_the_take_over_commits_leaves_the_turn_for_the_next_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Host begins closing while its runner commits the take-over of a lost turn:
+    the resumed turn starts cancelled (it must not wait for its approval for ever, so
+    the close ends), and the next Host takes the same question up again."""
+    root, workspace = tmp_path / "host", tmp_path / "work"
+    workspace.mkdir()
+    session_id, interaction_id = await pending_then_closed(root, workspace, None)
+    opened = host_module.open_host_store
+    gates: list[_TakeOverGate] = []
+
+    @asynccontextmanager
+    async def gated(path: Path, store: str | None) -> Any:
+        async with opened(path, store) as inner:
+            gates.append(_TakeOverGate(inner))
+            yield gates[-1]
+
+    monkeypatch.setattr(host_module, "open_host_store", gated)
+    agent = resumable_agent(workspace, [[Say("never")]])
+    with trio.fail_after(30):
+        async with Host.open(root, agents={"helper": agent}) as host:
+            await gates[0].reached.wait()
+            host.begin_close()
+            gates[0].release.set()
+    monkeypatch.setattr(host_module, "open_host_store", opened)
+    await answered_after_restart(root, workspace, None, session_id, interaction_id, takeovers=2)

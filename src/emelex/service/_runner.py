@@ -104,8 +104,12 @@ class Runner:
                     if work is None:
                         continue
                     # Set before the append awaits, so a close that begins meanwhile
-                    # cancels this turn (it then settles at once, as interrupted).
+                    # cancels this turn (it then settles at once, as interrupted); a
+                    # close that began while the take-over above committed found no
+                    # cancellation to cancel, so the turn starts cancelled.
                     cancellation = state.cancellation = AgentCancellation()
+                    if self._registry.is_closed():
+                        cancellation.cancel()
                     if resumption is None:
                         started = {"invocationId": work.invocation_id}
                         await state.commit([NewEvent(QUEUE_STARTED, None, started)])
