@@ -29,6 +29,7 @@ from emelex.contracts import (
     WatchEnded,
 )
 from emelex.service import Host, HostClient
+from emelex.service._store import open_host_store
 from emelex.testing import Say, Wait
 from tests.service.conftest import served
 from tests.service.resume_child import FIRST_ROUND, ledger_lines, resumable_agent
@@ -277,7 +278,7 @@ async def test_a_close_while_the_take_over_commits_leaves_the_turn_for_the_next_
     root, workspace = tmp_path / "host", tmp_path / "work"
     workspace.mkdir()
     session_id, interaction_id = await pending_then_closed(root, workspace, None)
-    opened = host_module.open_host_store
+    opened = open_host_store  # what the Host module calls, patched there below
     gates: list[_TakeOverGate] = []
 
     @asynccontextmanager
