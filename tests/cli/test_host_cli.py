@@ -199,6 +199,42 @@ def test_leaving_the_terminal_never_stops_the_work_and_attach_answers(
     assert (workspace / "c.txt").read_text() == "later"
 
 
+def test_attach_answers_an_approval_asked_before_the_host_restarted(
+    serve: Any, tmp_path: Path, workspace: Path
+) -> None:
+    """The served Host stops (SIGTERM) while a turn waits for an approval: the one it
+    is restarted as shows the same question to ``attach``, and the answer continues the
+    turn without asking the model that round again."""
+    first = serve([[_write("d.txt", "kept")], [{"say": "never asked"}]])
+    runner = subprocess.Popen(
+        [*EMELEX, "run", "--host", str(first.root), "--agent", "helper",
+         "--workspace", str(workspace), "write d.txt"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+    )  # fmt: skip
+    assert runner.stderr is not None
+    deadline = time.monotonic() + START_SECONDS
+    seen = b""
+    while b"Approve save?" not in seen:
+        assert time.monotonic() < deadline and runner.poll() is None, seen
+        seen += os.read(runner.stderr.fileno(), 4096)
+    session_id = _session_id(seen.decode())
+    runner.kill()
+    runner.communicate(timeout=START_SECONDS)
+    first.process.send_signal(signal.SIGTERM)
+    assert first.process.wait(timeout=START_SECONDS) == 0
+    # The restarted Host's model knows only the round after the approval.
+    second = serve([[{"say": "Saved after the restart."}]])
+    attached = run(
+        "attach", session_id, "--host", str(second.root), "--until-idle",
+        cwd=tmp_path, stdin="yes\n",
+    )  # fmt: skip
+    assert attached.returncode == 0, attached.stderr
+    assert "Approve save?" in attached.stderr
+    assert "Saved after the restart." in attached.stdout
+    assert "never asked" not in attached.stdout
+    assert (workspace / "d.txt").read_text() == "kept"
+
+
 def test_emelex_serve_over_tcp_needs_its_token(serve: Any, tmp_path: Path, workspace: Path) -> None:
     served = serve([[{"say": "Served by emelex serve."}]], tcp=True, child=False)
     refused = run("sessions", "--host", served.url, cwd=tmp_path, env={"EMELEX_HOST_TOKEN": ""})
