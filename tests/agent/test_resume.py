@@ -143,9 +143,12 @@ async def test_a_turn_lost_between_rounds_resumes_with_the_real_results(
     )
     with builder.build() as session, pytest.raises(ToolJournalFailed):
         await session.run("go")
-    progress = records[-1]
+    before_a, progress = records
+    assert not before_a.between_rounds  # a host must store it before the tool starts
+    assert progress.between_rounds  # a host may store it with its next write
     assert progress.rounds == 1 and progress.open_calls == frozenset()
     assert tools_texts(progress.messages) == ["a done"]
+    assert TurnProgress.from_wire(progress.to_wire()) == progress
     later = ScriptedModel([[Call("b", {})], [Say("fine")]])
     again_a, again_b = ScriptedTool("a"), ScriptedTool("b")
     with make_builder(later).tool(again_a).tool(again_b).max_rounds(3).build() as resumed:
@@ -191,6 +194,7 @@ def test_progress_that_is_not_a_turn_is_refused(
         {"messages": [], "rounds": -1},
         {"messages": [], "mayHaveRun": "yes"},
         {"messages": [], "turnId": 5},
+        {"messages": [], "betweenRounds": 1},
     ],
 )
 def test_unreadable_stored_progress_is_a_typed_error(payload: dict[str, object]) -> None:
@@ -204,6 +208,7 @@ def test_a_record_from_before_progress_fields_reads_as_a_checkpoint() -> None:
     read = TurnProgress.from_wire(old)
     assert read.messages == _batch("a")
     assert (read.open_calls, read.rounds, read.may_have_run) == (frozenset(), 1, True)
+    assert read.between_rounds is False
 
 
 @settings(max_examples=60, deadline=None)

@@ -106,16 +106,17 @@ def landed(events: list[StoredEvent]) -> str:
 
 
 def journal_point(payload: dict[str, Any]) -> str:
-    """Which progress record was the last: before a tool start (its call reads as
-    interrupted), before an approval (the call is open), or after a batch."""
+    """Which progress record was the last: after a batch (it reached the store with a
+    later write), before a tool start (its call reads as interrupted; a kill while the
+    next round streams lands here too), or before an approval (the call is open)."""
+    if payload.get("betweenRounds"):
+        return "streaming, after a batch"
     messages = payload["messages"]
     roles = [m.get("data", {}).get("role") for m in messages]
     batch_at = max(i for i, role in enumerate(roles) if role in ("user", "assistant"))
     if INTERRUPTED in json.dumps(messages[batch_at:]):
         return "tool-running"
-    if payload.get("openCalls"):
-        return "asking-approval"
-    return "streaming, after a batch"
+    return "asking-approval"
 
 
 async def run_and_kill(

@@ -33,9 +33,9 @@ async def events_of(host: Host, session_id: str) -> list[StoredEvent]:
     return list(await host._store.events_after(session_id, 0, limit=1000))
 
 
-async def test_a_one_tool_turn_takes_four_store_transactions(tmp_path: Path) -> None:
-    """Its start, the progress before the tool, the progress after the batch (so a
-    restart resumes with the real result) and its end."""
+async def test_a_one_tool_turn_takes_three_store_transactions(tmp_path: Path) -> None:
+    """Its start, the progress before the tool and its end: the progress after the
+    batch rides with the end, as the request records do."""
     async with Host.open(tmp_path / "host", agents={"helper": one_tool_agent()}) as host:
         session = (await host.create_session("helper", tmp_path, operation="c")).session
         store: Any = host._store
@@ -54,13 +54,12 @@ async def test_a_one_tool_turn_takes_four_store_transactions(tmp_path: Path) -> 
                     break
         admitted, *turn = appends
         assert admitted == ["queue.admitted"]
-        assert len(turn) == 4, turn
-        started, journal, after_batch, end = turn
+        assert len(turn) == 3, turn
+        started, journal, end = turn
         assert started == ["queue.started"]
         # The first round's records ride with the journal, written before the tool ran.
         assert journal == ["request.prepared", "request.settled", "turn.journal"]
-        assert after_batch == ["turn.journal"]
-        assert end[:2] == ["request.prepared", "request.settled"]
+        assert end[:3] == ["turn.journal", "request.prepared", "request.settled"]
         assert end[-1] == "queue.finished"
         # Both requests are on record, settled, as the context report shows them.
         report = await host.context(session.id)

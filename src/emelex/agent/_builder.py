@@ -209,10 +209,13 @@ class AgentSessionBuilder:
 
     def progress_journal(self, journal: ProgressJournal | None) -> AgentSessionBuilder:
         """Await ``journal(progress)`` with the turn's :class:`TurnProgress` before each
-        approval is asked and before each tool call may start. A host that stores it
-        durably can settle a lost turn (its ``messages`` are the checkpoint) or continue
-        it with :meth:`AgentSession.resume`. If the journal raises, nothing of that call
-        happens and the turn fails like any other (checkpoint rule included)."""
+        approval is asked and before each tool call may start, and after each batch
+        (``progress.between_rounds``). A host that stores it durably can settle a lost
+        turn (its ``messages`` are the checkpoint) or continue it with
+        :meth:`AgentSession.resume`; a record between rounds may wait for the host's
+        next write (lost, the batch's calls read as interrupted, never run again). If
+        the journal raises, nothing of that call happens and the turn fails like any
+        other (checkpoint rule included)."""
         self._progress = journal
         return self
 

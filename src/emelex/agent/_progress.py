@@ -35,14 +35,18 @@ class TurnProgress:
     settled now (the user's message first, the batch in progress completed with
     synthetic results), ``open_calls`` the calls of that batch that never started (their
     results are placeholders a resumed turn replaces), ``rounds`` the model rounds used,
-    and ``may_have_run`` whether any tool of the turn may have run (settling then keeps
-    the checkpoint instead of rolling back)."""
+    ``may_have_run`` whether any tool of the turn may have run (settling then keeps
+    the checkpoint instead of rolling back), and ``between_rounds`` whether it was taken
+    after a batch ended (no call of the turn is starting or waiting: a host may write it
+    with its next record, since losing it costs only the batch's real results, which
+    then read as interrupted)."""
 
     turn_id: str
     messages: tuple[Message, ...]
     open_calls: frozenset[str]
     rounds: int
     may_have_run: bool
+    between_rounds: bool = False
 
     def to_wire(self) -> dict[str, Any]:
         """Plain JSON values (what a host stores)."""
@@ -52,6 +56,7 @@ class TurnProgress:
             "openCalls": sorted(self.open_calls),
             "rounds": self.rounds,
             "mayHaveRun": self.may_have_run,
+            "betweenRounds": self.between_rounds,
         }
 
     @classmethod
@@ -65,6 +70,7 @@ class TurnProgress:
             rounds = payload.get("rounds", 1)
             may_have_run = payload.get("mayHaveRun", True)
             turn_id = payload.get("turnId", "")
+            between_rounds = payload.get("betweenRounds", False)
         except Exception as exc:  # any malformed shape: a typed error, never a crash
             raise InvalidTurnProgress(f"unreadable turn progress ({type(exc).__name__})") from exc
         if (
@@ -74,14 +80,18 @@ class TurnProgress:
             or type(rounds) is not int
             or rounds < 0
             or type(may_have_run) is not bool
+            or type(between_rounds) is not bool
             or not isinstance(turn_id, str)
         ):
             raise InvalidTurnProgress("turn progress with fields of the wrong type")
-        return cls(str(turn_id), messages, frozenset(open_calls), rounds, may_have_run)
+        return cls(
+            str(turn_id), messages, frozenset(open_calls), rounds, may_have_run, between_rounds
+        )
 
 
 #: Awaited with a turn's progress before an approval is asked and before each tool may
-#: start; durable when it returns (see ``AgentSessionBuilder.progress_journal``).
+#: start (durable when it returns), and after each batch (``between_rounds``: durable at
+#: the host's convenience); see ``AgentSessionBuilder.progress_journal``.
 ProgressJournal = Callable[[TurnProgress], Awaitable[None]]
 
 

@@ -469,9 +469,10 @@ class TurnDriver:
         host that loses the process now continues from exactly here."""
         if self._progress is None:
             return
-        if core.phase is TurnPhase.TOOLS:
+        between_rounds = core.phase is not TurnPhase.TOOLS
+        if not between_rounds:
             messages, unstarted = core.checkpoint_if_lost(starting), core.unstarted(starting)
-        else:  # between rounds: every batch so far is complete
+        else:  # every batch so far is complete
             messages, unstarted = core.messages, frozenset()
         progress = TurnProgress(
             core.turn_id,
@@ -479,6 +480,7 @@ class TurnDriver:
             unstarted,
             core.round,
             core.tools_may_have_run or starting is not None,
+            between_rounds,
         )
         try:
             await self._progress(progress)

@@ -195,8 +195,12 @@ class Runner:
             events = _before_driving(turn_id, progress)
         if outcome == "interrupted" and self._agents[state.agent_name].on_restart == "resume":
             # The Host is closing: the invocation stays started, its interactions
-            # pending, and the next Host continues the turn from its last journal.
+            # pending, and the next Host continues the turn from its last journal
+            # (written now if it still waited for the next commit).
             state.cancellation = None
+            with trio.CancelScope(shield=True):
+                async with state.lock:
+                    await state.flush()
             return
         await self._finish(state, work, turn_id, outcome, error, failure, events)
         if self._titles and outcome == "completed" and state.title is None:

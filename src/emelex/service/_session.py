@@ -187,6 +187,12 @@ class HostSession:
         turn's every commit, and its end, carries them."""
         self._deferred.append(event)
 
+    async def flush(self) -> None:
+        """Commit what waits for the next commit, if anything (the caller holds the
+        lock); as :meth:`commit`."""
+        if self._deferred:
+            await self.commit(())
+
     async def commit(
         self, events: Sequence[NewEvent], operation: OperationRecord | None = None
     ) -> str | None:

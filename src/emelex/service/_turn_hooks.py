@@ -5,11 +5,11 @@ wrapped to record each main request (for context reports) and to stream live dra
 approvals become durable interactions; its tool journal is written before each tool may
 start. Writes are batched: request records wait in the session (see
 :meth:`HostSession.defer`) and go to the store with the turn's next commit, so a turn with
-one tool call takes four store transactions (its start, the progress before the tool,
-the progress after its batch, its end). The crash rules stay: the journal is durable
-before the tool starts, an interaction is durable before any client can answer it, and
-a finished batch is durable before the next model round, so a resumed turn never runs a
-settled call again.
+one tool call takes three store transactions (its start, the progress before the tool,
+its end): the progress after a batch waits the same way. The crash rules stay: the
+journal is durable before the tool starts and an interaction before any client can
+answer it; a Host lost before a batch's progress was written resumes from the record
+before it, where the batch's calls read as interrupted (never run again).
 """
 
 from __future__ import annotations
@@ -75,13 +75,20 @@ class TurnHooks:
     async def journal(self, progress: TurnProgress) -> None:
         """Write down where the turn stands before an approval is asked or a tool may
         run: recovery continues it from here, or settles it as this checkpoint. Durable
-        when this returns (with the request records waiting so far)."""
+        when this returns (with the request records waiting so far); a record between
+        rounds waits for the session's next commit instead."""
         running = self._session.log.running
         if running is None:
             raise ServiceError("a turn wrote progress outside of any invocation")
         payload = {"invocationId": running, **progress.to_wire()}
+        event = NewEvent(TURN_JOURNAL, progress.turn_id, payload)
         async with self._session.lock:
-            await self._session.commit([NewEvent(TURN_JOURNAL, progress.turn_id, payload)])
+            if progress.between_rounds:
+                # Nothing is about to start: it goes with the turn's next write (its
+                # next journal, an interaction or its end), one transaction fewer.
+                self._session.defer(event)
+            else:
+                await self._session.commit([event])
 
     # -- approvals ----------------------------------------------------------------------
     async def decide(self, context: ApprovalContext) -> ApprovalDecision:
