@@ -18,10 +18,12 @@ from emelex.app import (
     InvalidAgent,
     PackageError,
     PackageInfo,
+    RestartMode,
     WorkspacePolicy,
     export_agent,
     load_package,
     manifest_text,
+    validate_package,
 )
 from emelex.app._package_write import toml_value
 from emelex.model import GenerationOptions
@@ -204,6 +206,7 @@ _OPTIONS = st.builds(
     skills=_SKILLS,
     web_fetch=st.none() | st.integers(1, 10**6),
     hidden=st.lists(st.from_regex(r"[a-z]{1,6}/\*\*", fullmatch=True), max_size=2, unique=True),
+    on_restart=st.sampled_from(["resume", "settle"]),
 )
 def test_generated_agents_round_trip_through_agent_export(
     info: PackageInfo,
@@ -216,6 +219,7 @@ def test_generated_agents_round_trip_through_agent_export(
     skills: dict[str, tuple[str, str]],
     web_fetch: int | None,
     hidden: list[str],
+    on_restart: RestartMode,
 ) -> None:
     policy = WorkspacePolicy.read_write() if write else WorkspacePolicy.read_only()
     for glob in hidden:
@@ -229,6 +233,7 @@ def test_generated_agents_round_trip_through_agent_export(
         .workspace_policy(policy)
         .options(options)
         .package(info)
+        .on_restart(on_restart)
     )
     for path, content in sorted(files.items()):  # packages list files in order
         builder.file(path, content)
@@ -253,6 +258,29 @@ def test_generated_agents_round_trip_through_agent_export(
         )
     assert again == agent
     assert again.package == info
+    assert again.on_restart == on_restart
+
+
+def test_a_manifest_says_what_a_restart_does_with_its_agents_turn(tmp_path: Path) -> None:
+    """``[harness] on_restart``: left out means resume; settle is kept through export;
+    any other value is a problem on its line."""
+    agent = Agent.load(ACTORS / "writer", bindings={"writing": ScriptedModel([])})
+    assert agent.on_restart == "resume"
+    settling = attrs.evolve(agent, on_restart="settle")
+    settling.export(tmp_path / "settle")
+    manifest = (tmp_path / "settle" / "agent.toml").read_text()
+    assert 'on_restart = "settle"' in manifest
+    again = Agent.load(tmp_path / "settle", bindings={"writing": ScriptedModel([])})
+    assert again.on_restart == "settle"
+    agent.export(tmp_path / "resume")
+    assert "on_restart" not in (tmp_path / "resume" / "agent.toml").read_text()
+    (tmp_path / "settle" / "agent.toml").write_text(
+        manifest.replace('on_restart = "settle"', 'on_restart = "sometimes"')
+    )
+    problems = validate_package(tmp_path / "settle")
+    (problem,) = [p for p in problems if "on_restart" in p.message]
+    assert problem.code == "bad-value"
+    assert problem.line == manifest.splitlines().index('on_restart = "settle"') + 1
 
 
 def test_the_builder_refuses_metadata_that_is_not_package_info() -> None:

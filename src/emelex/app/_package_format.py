@@ -116,7 +116,7 @@ KEYS: Mapping[str, frozenset[str]] = {
     ),
     "agent": frozenset({"name", "description", "version"}),
     "model": frozenset({"binding", "max_tokens", "temperature", "top_p", "seed", "stop"}),
-    "harness": frozenset({"preset"}),
+    "harness": frozenset({"preset", "on_restart"}),
     "workspace": frozenset({"policy", "hidden", "recursive_delete"}),
     "capabilities": frozenset({"id", "options"}),
     "plugins": frozenset({"paths"}),

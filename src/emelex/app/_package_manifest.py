@@ -8,7 +8,7 @@ import tomllib
 from collections.abc import Mapping
 from typing import Any
 
-from emelex.app._agent import AGENT_NAME
+from emelex.app._agent import AGENT_NAME, RESTART_MODES
 from emelex.app._capabilities import BUILTIN_OPTIONS
 from emelex.app._package_format import (
     BINDING_NAME,
@@ -115,6 +115,13 @@ def _check_manifest(read: PackageRead, text: str, manifest: dict[str, Any]) -> N
     preset = manifest.get("harness", {}).get("preset", DEFAULTS.preset)
     if preset not in PRESETS:
         bad("unknown-preset", f"harness preset {preset!r} is not one of {PRESETS}", "preset")
+    on_restart = manifest.get("harness", {}).get("on_restart", "resume")
+    if on_restart not in RESTART_MODES:
+        bad(
+            "bad-value",
+            f"harness.on_restart {on_restart!r} is not one of {RESTART_MODES}",
+            "on_restart",
+        )
     workspace = manifest.get("workspace", {})
     policy = workspace.get("policy", "read_only")
     if policy not in POLICIES:

@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 
 from emelex.agent import ApprovalPolicy, Hook
-from emelex.app._agent import SKILL_NAME, Agent, SeedFile
+from emelex.app._agent import SKILL_NAME, Agent, RestartMode, SeedFile
 from emelex.app._errors import (
     AppError,
     InvalidAgent,
@@ -158,6 +158,7 @@ class _Parsed:
     skills: tuple[Skill, ...]
     hooks: tuple[Hook, ...] = ()
     subagents: tuple[Any, ...] = ()
+    on_restart: RestartMode = "resume"
 
 
 def _parse(
@@ -215,6 +216,7 @@ def _parse(
         skills=tuple(skills),
         hooks=tuple(hooks),
         subagents=tuple(subagents),
+        on_restart=manifest.get("harness", {}).get("on_restart", "resume"),
     )
     return parsed, []
 
@@ -247,6 +249,7 @@ def _build(parsed: _Parsed, client: Client, approver: ApprovalPolicy | None) -> 
         .workspace_policy(parsed.policy)
         .options(parsed.options)
         .package(parsed.info)
+        .on_restart(parsed.on_restart)
     )
     if approver is not None:
         builder.approver(approver)

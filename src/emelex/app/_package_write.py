@@ -92,7 +92,10 @@ def manifest_text(agent: Agent, info: PackageInfo, plugins: Sequence[str] = ()) 
         ),
     )
     document.append("model", _table(model))
-    document.append("harness", _table([("preset", info.preset)]))
+    harness: list[tuple[str, Any]] = [("preset", info.preset)]
+    if agent.on_restart != "resume":  # the default is left out, as a manifest may
+        harness.append(("on_restart", agent.on_restart))
+    document.append("harness", _table(harness))
     document.append(
         "workspace",
         _table(
