@@ -169,24 +169,30 @@ def test_chat_on_a_host_denies_a_call_and_goes_on(
     assert "user> and now?" in shown.stdout and "user> once more" in shown.stdout
 
 
-def test_leaving_the_terminal_never_stops_the_work_and_attach_answers(
-    serve: Any, tmp_path: Path, workspace: Path
-) -> None:
-    served = serve([[{"wait": 1.0}, _write("c.txt", "later")], [{"say": "All done."}]])
+def _asked_then_left(served: Served, workspace: Path, cwd: Path, prompt: str) -> str:
+    """``emelex run --host`` until the Host asks its approval, then the terminal goes
+    away (killed) while the Host waits: the session's id."""
     runner = subprocess.Popen(
         [*EMELEX, "run", "--host", str(served.root), "--agent", "helper",
-         "--workspace", str(workspace), "write c.txt"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+         "--workspace", str(workspace), prompt],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
     )  # fmt: skip
     assert runner.stderr is not None
     deadline = time.monotonic() + START_SECONDS
     seen = b""
     while b"Approve save?" not in seen:
-        assert time.monotonic() < deadline, seen
+        assert time.monotonic() < deadline and runner.poll() is None, seen
         seen += os.read(runner.stderr.fileno(), 4096)
-    session_id = _session_id(seen.decode())
-    runner.kill()  # the terminal goes away while the Host waits for an answer
+    runner.kill()
     runner.communicate(timeout=START_SECONDS)
+    return _session_id(seen.decode())
+
+
+def test_leaving_the_terminal_never_stops_the_work_and_attach_answers(
+    serve: Any, tmp_path: Path, workspace: Path
+) -> None:
+    served = serve([[{"wait": 1.0}, _write("c.txt", "later")], [{"say": "All done."}]])
+    session_id = _asked_then_left(served, workspace, tmp_path, "write c.txt")
     attached = run(
         "attach", session_id, "--host", str(served.root), "--until-idle",
         cwd=tmp_path, stdin="yes\n",
@@ -206,20 +212,7 @@ def test_attach_answers_an_approval_asked_before_the_host_restarted(
     is restarted as shows the same question to ``attach``, and the answer continues the
     turn without asking the model that round again."""
     first = serve([[_write("d.txt", "kept")], [{"say": "never asked"}]])
-    runner = subprocess.Popen(
-        [*EMELEX, "run", "--host", str(first.root), "--agent", "helper",
-         "--workspace", str(workspace), "write d.txt"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
-    )  # fmt: skip
-    assert runner.stderr is not None
-    deadline = time.monotonic() + START_SECONDS
-    seen = b""
-    while b"Approve save?" not in seen:
-        assert time.monotonic() < deadline and runner.poll() is None, seen
-        seen += os.read(runner.stderr.fileno(), 4096)
-    session_id = _session_id(seen.decode())
-    runner.kill()
-    runner.communicate(timeout=START_SECONDS)
+    session_id = _asked_then_left(first, workspace, tmp_path, "write d.txt")
     first.process.send_signal(signal.SIGTERM)
     assert first.process.wait(timeout=START_SECONDS) == 0
     # The restarted Host's model knows only the round after the approval.
