@@ -511,6 +511,7 @@ EXPECTED: dict[str, set[str]] = {
         "WorkerStatus",
         "WorkspaceConfig",
         "WorkspacePolicyName",
+        "arguments_text",
         "attachment_spans",
         "field_bounds",
         "decode_trusted",

@@ -64,6 +64,7 @@ def test_positions_and_addresses_have_the_spec_shape() -> None:
         "kind": "row",
         "position": {"sourceSequence": 7, "itemIndex": 2},
         "field": "thinking",
+        "call": None,  # every field is on the wire; only toolArguments names a call
     }
     assert c.from_wire(c.HistoryTarget, {"kind": "event", "sequence": 9}) == c.EventAddress(
         sequence=9

@@ -16,6 +16,7 @@ import trio
 from emelex.contracts import (
     MAX_SEARCH_HITS,
     ApproveResponse,
+    ContractError,
     DenyResponse,
     EventAddress,
     InteractionsChanged,
@@ -24,6 +25,7 @@ from emelex.contracts import (
     RowsPublished,
     WatchEnded,
     WatchUpdate,
+    arguments_text,
 )
 from emelex.service import (
     AttachmentError,
@@ -228,6 +230,47 @@ async def test_a_hit_opens_in_history_by_its_target_under_the_same_fence(
         assert (far.through, far.rows) == (newest, ())
         admitted = user.position.source_sequence - 1  # an event that publishes no row
         assert (await host.read_history(session.id, EventAddress(sequence=admitted))).rows == ()
+
+
+async def test_a_hit_in_tool_arguments_names_its_call_and_counts_in_the_text_read_returns(
+    tmp_path: Path, open_host: OpenHost
+) -> None:
+    """Offsets count in the canonical argument text (compact JSON, keys as the call gave
+    them), which the source read of the hit's target returns: a client never
+    re-encodes arguments to highlight a hit."""
+    first = {"text": "milk"}
+    second = {"text": 'Straße "quoted" ü', "2": [1, {"k": None}]}
+    rounds = agent([Call("note", first), Call("note", second)], [Say("done")])
+    async with open_host(tmp_path / "root", agents={"helper": rounds}) as host:
+        session = (await host.create_session("helper", tmp_path, operation="c")).session
+        await host.send(session.id, "note both", operation="s1")
+        # The first call waits for approval (the second breaks the tool's schema): the
+        # turn and its rows commit once it is answered.
+        asked = await until_pending(host, session.id)
+        await host.respond(session.id, asked, DenyResponse(reason="no"), operation="a1")
+        await until_idle(host, session.id)
+        page = await host.search(session.id, '"straße \\"QUOTED')
+        (hit,) = page.hits
+        assert (hit.field, hit.call) == ("toolArguments", 1)
+        opened = await host.read_history(session.id, hit.target, through=page.through)
+        assert opened.text == arguments_text(second)
+        assert opened.text.startswith('{"text":"Straße')
+        assert opened.text[hit.start : hit.end] == '"Straße \\"quoted'
+        assert opened.rows[0].tool_calls[1].arguments == second
+        # The compact separators are what search matches: ``":"`` without a space.
+        spaced = await host.search(session.id, '"text": "milk"')
+        compact = await host.search(session.id, '"text":"milk"')
+        assert spaced.hits == ()
+        assert [(h.call, h.start, h.end) for h in compact.hits] == [(0, 1, 14)]
+        body = await host.read_history(
+            session.id, RowAddress(position=hit.position, field="body"), through=page.through
+        )
+        assert body.text == body.rows[0].body
+        missing = RowAddress(position=hit.position, field="toolArguments", call=7)
+        absent = await host.read_history(session.id, missing, through=page.through)
+        assert (absent.rows != (), absent.text) == (True, None)
+        with pytest.raises(ContractError, match="names its call"):
+            RowAddress(position=hit.position, field="toolArguments")
 
 
 async def test_fork_and_its_receipt(tmp_path: Path, open_host: OpenHost) -> None:

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import emelex.store._search as blocks
-from emelex.contracts import SearchHit, find_matches
+from emelex.contracts import SearchHit, arguments_text, find_matches
 from emelex.contracts._casefold import simple_fold_table
 from emelex.model import Message, ToolCall
 from emelex.runtime import open_supervisor
@@ -75,10 +75,7 @@ async def oracle(
         page = await store.history_page("s", through=through, after=after, limit=50)
         for row in page.rows:
             fields = [("body", row.fields.body), ("thinking", row.fields.thinking or "")]
-            fields += [
-                ("toolArguments", json.dumps(c.arguments, ensure_ascii=False))
-                for c in row.tool_calls
-            ]
+            fields += [("toolArguments", arguments_text(c.arguments)) for c in row.tool_calls]
             for name, value in fields:
                 for start, end in find_matches(
                     value, query, case_sensitive=case_sensitive, whole_word=whole_word
@@ -334,12 +331,12 @@ async def test_a_schema_2_store_gets_its_blocks_on_open(tmp_path: Path) -> None:
     db.close()
     async with open_supervisor("t"), open_sqlite_store(path) as store:
         page = await store.search_candidates("s", "straße", case_sensitive=False)
-        assert (1, ("toolArguments", '{"text": "Straße"}')) in [
+        assert (1, ("toolArguments", '{"text":"Straße"}')) in [
             (r.position.item_index, r.fields[-1]) for r in page.candidate_rows()
         ]
         hits, _ = match_rows(page.rows, "straße", case_sensitive=False, whole_word=False)
-        assert [(h.position.item_index, h.field, h.start) for h in hits] == [
-            (1, "toolArguments", 10)
+        assert [(h.position.item_index, h.field, h.call, h.start) for h in hits] == [
+            (1, "toolArguments", 0, 9)
         ]
         assert (await store.search_candidates("s", "strasse", case_sensitive=False)).rows
     with sqlite3.connect(path) as db:
@@ -347,6 +344,42 @@ async def test_a_schema_2_store_gets_its_blocks_on_open(tmp_path: Path) -> None:
             str(SCHEMA_VERSION),
         )
     db.close()
+
+
+async def test_a_schema_6_store_reindexes_tool_arguments_as_their_canonical_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Schema 6 indexed arguments as ``json.dumps`` spaced them; after the migration a
+    hit's offsets count in ``arguments_text``, and rows without calls keep their
+    blocks."""
+    path = str(tmp_path / "s.db")
+    call = ToolCall("c1", "note", {"text": "milk", "n": 2})
+    with monkeypatch.context() as patch:
+        patch.setattr(blocks, "arguments_text", lambda a: json.dumps(a, ensure_ascii=False))
+        async with open_supervisor("t"), open_sqlite_store(path) as store:
+            for session_id in ("plain", "calls"):
+                await store.create_session(session_id, "{}")
+            plain = (Message.user("just words"), Message("assistant", "words back"))
+            await store.append_events("plain", [NewEvent("turn.input", "t", rows=plain)])
+            rows = (Message.user("note"), Message("assistant", "", tool_calls=(call,)))
+            await store.append_events("calls", [NewEvent("turn.input", "t", rows=rows)])
+            spaced = await store.search_candidates("calls", '"text": "milk"', case_sensitive=True)
+            assert spaced.rows  # as schema 6 indexed it
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value='6' WHERE key='schema'")
+        plain_blocks = db.execute(
+            "SELECT rows, fields, text FROM search_blocks WHERE session_id='plain'"
+        ).fetchall()
+    db.close()
+    async with open_supervisor("t"), open_sqlite_store(path) as store:
+        assert not (await store.search_candidates("calls", '"n": 2', case_sensitive=True)).rows
+        page = await store.search_candidates("calls", '"text":"milk"', case_sensitive=True)
+        hits, _ = match_rows(page.rows, '"text":"milk"', case_sensitive=True, whole_word=False)
+        assert [(h.field, h.call, h.start, h.end) for h in hits] == [("toolArguments", 0, 1, 14)]
+        assert (await store.search_candidates("plain", "words", case_sensitive=True)).rows
+    kept = "SELECT rows, fields, text FROM search_blocks WHERE session_id='plain'"
+    assert select(path, kept) == plain_blocks
+    assert select(path, "SELECT value FROM meta WHERE key='schema'") == [(str(SCHEMA_VERSION),)]
 
 
 @pytest.mark.parametrize(

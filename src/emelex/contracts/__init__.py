@@ -130,6 +130,7 @@ from emelex.contracts._history import (
     RowAddress,
     RowField,
     ToolCallInfo,
+    arguments_text,
 )
 from emelex.contracts._ids import (
     AgentName,
@@ -388,6 +389,7 @@ __all__ = [
     "RoleGroup",
     "RowAddress",
     "RowField",
+    "arguments_text",
     "RowsPublished",
     "SearchField",
     "SearchCursor",

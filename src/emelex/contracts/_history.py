@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
+from emelex.contracts._errors import ContractError
 from emelex.contracts._ids import SessionId, TurnId
 from emelex.contracts._limits import (
     MAX_FIELD_CHARS,
@@ -14,8 +16,20 @@ from emelex.contracts._limits import (
 from emelex.contracts._wire import count, items, ordered_wire, text, wire, wire_union
 
 Role = Literal["system", "user", "assistant", "tool"]
-#: The fields of a row a client can open; search hits may name more (see SearchHit).
-RowField = Literal["body", "thinking"]
+#: The fields of a row a client can open: its body, its thinking, or one tool call's
+#: arguments (with ``call``, the call's index in the row's ``toolCalls``).
+RowField = Literal["body", "thinking", "toolArguments"]
+
+
+def arguments_text(arguments: dict[str, Any]) -> str:
+    """The canonical text of a tool call's arguments: the text search matches and its
+    hits' offsets count in, and the one a source read of ``toolArguments`` returns.
+
+    Compact JSON (no space after ``,`` or ``:``), keys in the order the call gave them,
+    other than ASCII characters written as themselves. A client need not reproduce it:
+    the source read returns it (a JavaScript ``JSON.stringify`` moves integer-like keys
+    first, and other encoders escape differently)."""
+    return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
 
 
 @ordered_wire
@@ -39,11 +53,25 @@ class EventAddress:
 
 @wire
 class RowAddress:
-    """One field of one row (to open a search hit, or a hidden tool row by name)."""
+    """One field of one row (to open a search hit, or a hidden tool row by name).
+    ``call`` names the tool call whose arguments ``toolArguments`` opens (its index in
+    the row's ``toolCalls``); the other fields take no ``call``."""
 
     kind: Literal["row"] = "row"
     position: Position
     field: RowField
+    call: int | None = count(maximum=MAX_PAGE_SIZE - 1, default=None)
+
+    def __attrs_post_init__(self) -> None:
+        check_call(self.field, self.call, "RowAddress")
+
+
+def check_call(field: str, call: int | None, where: str) -> None:
+    """``call`` is given exactly when ``field`` is a tool call's arguments."""
+    if field == "toolArguments" and call is None:
+        raise ContractError(f"{where}: toolArguments names its call (call is null)")
+    if field != "toolArguments" and call is not None:
+        raise ContractError(f"{where}: only toolArguments takes a call, not {field}")
 
 
 HistoryTarget = EventAddress | RowAddress
@@ -113,8 +141,14 @@ class HistoryReadRequest:
 
 @wire
 class HistoryReadResult:
-    """What a :class:`HistoryReadRequest` found under the fence (rows is empty when none)."""
+    """What a :class:`HistoryReadRequest` found under the fence (rows is empty when none).
+
+    For a row target, ``text`` is the exact text of the field it names (``thinking``
+    null reads as empty; ``toolArguments`` as :func:`arguments_text`): a search hit's
+    offsets count code points in it. Null for an event target, or when the row or the
+    call does not exist under the fence."""
 
     through: int = count(maximum=MAX_SAFE_INTEGER)
     target: HistoryTarget
     rows: tuple[HistoryRow, ...] = items(max_items=MAX_PAGE_SIZE)
+    text: str | None = text(max_len=MAX_FIELD_CHARS, default=None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from emelex.contracts._errors import ContractError
-from emelex.contracts._history import Position
+from emelex.contracts._history import Position, RowAddress, check_call
 from emelex.contracts._ids import SessionId
 from emelex.contracts._limits import (
     MAX_PAGE_SIZE,
@@ -15,8 +15,8 @@ from emelex.contracts._limits import (
 )
 from emelex.contracts._wire import count, items, text, wire
 
-#: The original field a hit lies in; open ``thinking`` as thinking and every other field
-#: as ``body`` (a tool call's arguments are shown in its row's body).
+#: The original field a hit lies in: a row's body, its thinking, or one tool call's
+#: arguments (``arguments_text``); a source read of the same field returns its text.
 SearchField = Literal["body", "thinking", "toolArguments"]
 
 
@@ -58,16 +58,26 @@ class SearchRequest:
 
 @wire
 class SearchHit:
-    """One match: the exact row field and code-point offsets ``[start, end)`` in it."""
+    """One match: the exact row field and code-point offsets ``[start, end)`` in it. A
+    hit in ``toolArguments`` names its ``call`` (the index in the row's ``toolCalls``)
+    and counts offsets in that call's :func:`arguments_text`; open it with
+    ``RowAddress(position, field, call)`` to get that text back."""
 
     position: Position
     field: SearchField
     start: int = count(maximum=MAX_SAFE_INTEGER)
     end: int = count(maximum=MAX_SAFE_INTEGER)
+    call: int | None = count(maximum=MAX_PAGE_SIZE - 1, default=None)
 
     def __attrs_post_init__(self) -> None:
         if self.end < self.start:
             raise ContractError(f"SearchHit: end {self.end} precedes start {self.start}")
+        check_call(self.field, self.call, "SearchHit")
+
+    @property
+    def target(self) -> RowAddress:
+        """The source read that opens the field this hit lies in."""
+        return RowAddress(position=self.position, field=self.field, call=self.call)
 
 
 @wire

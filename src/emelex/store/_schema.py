@@ -41,7 +41,7 @@ from emelex.store._search import (
 )
 from emelex.store._segment import Segment, SegmentConnection, segment_path
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 _log = logging.getLogger("emelex.store")
 #: Bytes of the database file a reader connection maps into memory (address space only).
 READER_MMAP_BYTES = 1 << 30
@@ -220,6 +220,24 @@ def _migrate_5_to_6(db: sqlite3.Connection, path: str) -> None:
         db.execute(f"ALTER TABLE search_blocks ADD COLUMN {LATIN1_COLUMN} INTEGER")
 
 
+def _migrate_6_to_7(db: sqlite3.Connection, path: str) -> None:
+    """Tool-call arguments are indexed as ``arguments_text`` (compact JSON) rather than
+    ``json.dumps``'s spaced form, so hits count offsets in the text a source read
+    returns: rebuild the blocks of every session whose rows propose a call. Their old
+    closed text stays in the segment, unreferenced (it is never truncated: another
+    process may still map it)."""
+    sessions = [
+        r[0]
+        for r in db.execute(
+            "SELECT DISTINCT session_id FROM rows WHERE tool_calls IS NOT NULL AND internal=0"
+            " ORDER BY session_id"
+        )
+    ]
+    for session_id in sessions:
+        db.execute("DELETE FROM search_blocks WHERE session_id=?", (session_id,))
+    _build_blocks(db, path, sessions)
+
+
 def _check_segment(db: sqlite3.Connection, path: str) -> None:
     """Rebuild every session's search blocks when the search segment does not hold the
     bytes the blocks name (missing, truncated, or a store copied without it)."""
@@ -255,9 +273,11 @@ def _check_segment(db: sqlite3.Connection, path: str) -> None:
     _build_blocks(db, path)
 
 
-def _build_blocks(db: sqlite3.Connection, path: str) -> None:
-    """Every session's search blocks from its stored rows (none exist yet)."""
-    sessions = [r[0] for r in db.execute("SELECT id FROM sessions ORDER BY id").fetchall()]
+def _build_blocks(db: sqlite3.Connection, path: str, sessions: list[str] | None = None) -> None:
+    """The search blocks of ``sessions`` (default: every session) from their stored rows
+    (none of them has blocks yet)."""
+    if sessions is None:
+        sessions = [r[0] for r in db.execute("SELECT id FROM sessions ORDER BY id").fetchall()]
     for session_id in sessions:
         cursor = db.execute(
             "SELECT source_sequence, item_index, body, thinking, tool_calls FROM rows"
@@ -322,6 +342,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection, str], None]] = {
     3: _migrate_3_to_4,
     4: _migrate_4_to_5,
     5: _migrate_5_to_6,
+    6: _migrate_6_to_7,
 }
 
 

@@ -55,7 +55,13 @@ from typing import Any, Final
 import attrs
 
 from emelex._builders import flat_builder, positional_builder
-from emelex.contracts import MAX_FIELD_CHARS, SearchHit, fold_for, simple_casefold
+from emelex.contracts import (
+    MAX_FIELD_CHARS,
+    SearchHit,
+    arguments_text,
+    fold_for,
+    simple_casefold,
+)
 from emelex.contracts import Position as WirePosition
 from emelex.store._log import Position
 from emelex.store._segment import Segment, _SegmentError, segment_of
@@ -159,9 +165,10 @@ class CandidatePage:
 def searchable(
     body: str, thinking: str | None, arguments: Iterable[dict[str, Any]]
 ) -> tuple[list[int], str]:
-    """A row's searchable fields: their lengths (code points) and their text."""
+    """A row's searchable fields: their lengths (code points) and their text (each
+    call's arguments as ``arguments_text``, so hits count offsets in that text)."""
     fields = [body, thinking or ""]
-    fields += [json.dumps(args, ensure_ascii=False) for args in arguments]
+    fields += [arguments_text(args) for args in arguments]
     return [len(field) for field in fields], "".join(fields)
 
 
@@ -941,7 +948,7 @@ def _candidate(
 _position = positional_builder(Position)
 _candidate_row = positional_builder(CandidateRow)
 # A common row's matches, as the Host answers them (the field names are the wire's).
-_body_hit = flat_builder(SearchHit, fixed={"field": BODY}, position=WirePosition)
-_row_hit = flat_builder(SearchHit, fixed={"field": BODY})
+_body_hit = flat_builder(SearchHit, fixed={"field": BODY, "call": None}, position=WirePosition)
+_row_hit = flat_builder(SearchHit, fixed={"field": BODY, "call": None})
 _wire_position = positional_builder(WirePosition)
 _NO_THINKING: Final = (THINKING, "")

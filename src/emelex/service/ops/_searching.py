@@ -60,7 +60,7 @@ def match_rows(
     skip: tuple[int, int, int] | None = None,
 ) -> tuple[list[SearchHit], SearchCursor | None]:
     """Every hit of ``query`` in ``rows``, in history order, each row's fields in the
-    order the store gives them (body, thinking, each tool call's arguments as JSON). A
+    order the store gives them (body, thinking, each tool call's ``arguments_text``). A
     ``SearchHit`` among the rows is a match that the store's scan found itself (only a
     scan of this same query with these options, asked for spans, gives them; a row's
     hits come one after the other): it is taken as it is.
@@ -118,14 +118,16 @@ def _hits_of_row(
     assert isinstance(row, CandidateRow)
     found: list[SearchHit] = []
     position = None
-    for name, value in row.fields:
+    # Fields come as body, thinking, then each call's arguments in the row's order.
+    for number, (name, value) in enumerate(row.fields):
         if not value:
             continue  # an empty field (most rows' thinking) holds no match
         matched = find_matches(value, query, case_sensitive=case_sensitive, whole_word=whole_word)
         if matched:
             if position is None:
                 position = wire_position(row.position)
-            found += [_hit(position, name, start, end) for start, end in matched]
+            call = number - 2 if number >= 2 else None
+            found += [_hit(position, name, start, end, call) for start, end in matched]
     return found, index + 1
 
 

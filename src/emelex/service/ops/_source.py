@@ -1,7 +1,8 @@
 """Source reads: open one target of a session's history under a fixed fence.
 
-A target is one field of one row (a search hit's row, to show the hit in place; an
-internal tool row is opened when it is named this way, and only that row) or a raw event
+A target is one field of one row (a search hit's row, to show the hit in place: the
+result carries that field's exact text, so the hit's offsets apply to it; an internal
+tool row is opened when it is named this way, and only that row) or a raw event
 (the rows it published, hidden rows left out). Nothing past the fence is read, so a
 client that pinned a fence sees the same answer however the session has grown since.
 """
@@ -15,6 +16,7 @@ from emelex.contracts import (
     HistoryRow,
     HistoryTarget,
     RowAddress,
+    arguments_text,
 )
 from emelex.service._rows import store_position, wire_row
 from emelex.store import Position as StorePosition
@@ -28,11 +30,28 @@ async def read_target(
     names nothing)."""
     if isinstance(target, RowAddress):
         row = await store.read_row(session_id, store_position(target.position), through=fence)
-        rows: tuple[HistoryRow, ...] = () if row is None else (wire_row(row),)
-    else:
-        assert isinstance(target, EventAddress)
-        rows = await _event_rows(store, session_id, target.sequence, fence)
+        if row is None:
+            return HistoryReadResult(through=fence, target=target, rows=())
+        found = wire_row(row)
+        return HistoryReadResult(
+            through=fence, target=target, rows=(found,), text=field_text(found, target)
+        )
+    assert isinstance(target, EventAddress)
+    rows = await _event_rows(store, session_id, target.sequence, fence)
     return HistoryReadResult(through=fence, target=target, rows=rows)
+
+
+def field_text(row: HistoryRow, target: RowAddress) -> str | None:
+    """The exact text of the field ``target`` names in ``row`` (the text a search hit's
+    offsets count in), or None when the row has no such call."""
+    if target.field == "body":
+        return row.body
+    if target.field == "thinking":
+        return row.thinking or ""
+    assert target.call is not None  # RowAddress checks it
+    if target.call >= len(row.tool_calls):
+        return None
+    return arguments_text(row.tool_calls[target.call].arguments)
 
 
 async def _event_rows(

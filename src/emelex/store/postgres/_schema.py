@@ -111,11 +111,17 @@ def _latin1_blocks(db: psycopg.Connection[tuple[object, ...]], where: str) -> No
     blocks here, so nothing changes."""
 
 
+def _compact_arguments(db: psycopg.Connection[tuple[object, ...]], where: str) -> None:
+    """Schema 6 -> 7: the SQLite store indexes tool-call arguments as ``arguments_text``.
+    This store builds its candidates from the rows at each search, so nothing changes."""
+
+
 MIGRATIONS: dict[int, Callable[[psycopg.Connection[tuple[object, ...]], str], None]] = {
     2: _add_patches,
     3: _search_blocks,
     4: _search_segment,
     5: _latin1_blocks,
+    6: _compact_arguments,
 }
 
 

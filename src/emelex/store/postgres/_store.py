@@ -36,6 +36,7 @@ import psycopg
 import psycopg.conninfo
 import trio
 
+from emelex.contracts import arguments_text
 from emelex.model import Message, to_json
 from emelex.runtime import DedicatedWorker, WorkerJob, WorkerJobAborted, open_dedicated_worker
 from emelex.store._append_plan import EncodedAppend
@@ -486,10 +487,7 @@ class PostgresStore:
         rows = []
         for r in page.rows:
             fields = [(BODY, r.fields.body), (THINKING, r.fields.thinking or "")]
-            fields += [
-                (TOOL_ARGUMENTS, json.dumps(call.arguments, ensure_ascii=False))
-                for call in r.tool_calls
-            ]
+            fields += [(TOOL_ARGUMENTS, arguments_text(call.arguments)) for call in r.tool_calls]
             rows.append(CandidateRow(position=r.position, fields=tuple(fields)))
         return CandidatePage(through=page.through, rows=tuple(rows), next_after=page.next_after)
 
