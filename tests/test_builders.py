@@ -119,7 +119,7 @@ def test_a_flat_builder_builds_nested_values_from_their_fields_in_place() -> Non
 def test_a_flat_builder_fills_fixed_fields_without_parameters() -> None:
     from emelex.contracts import SearchHit
 
-    build = flat_builder(SearchHit, fixed={"field": "body"}, position=Position)
+    build = flat_builder(SearchHit, fixed={"field": "body", "call": None}, position=Position)
     hit = build(7, 0, 3, 9)
     at = Position(source_sequence=7, item_index=0)
     assert hit == SearchHit(position=at, field="body", start=3, end=9)
