@@ -55,7 +55,11 @@ async def test_approval_answered_from_another_client_after_kill(
                     # Any client: a second engine knows only the session id.
                     async with TemporalEngine(temporal_address, task_queue=task_queue) as other:
                         again = await eventually(lambda: _pending(other, session.session_id))
-                        assert again == waiting
+                        # The same call still waits. ``since`` is the wait's workflow
+                        # time: when the kill lands before the task that began the wait
+                        # is recorded, the retried task begins it again, later.
+                        assert attrs.evolve(again, since=waiting.since) == waiting
+                        assert again.since >= waiting.since
                         await other.respond(session.session_id, waiting.call_id, Approve())
     (turn_result,) = result
     assert turn_result.response.text == "done: appended x"
