@@ -340,6 +340,83 @@ def test_a_preview_shows_only_verified_bytes(
     assert errors == []
 
 
+#: Counts the page's settled listFiles answers; a task queued after the answer's JSON runs
+#: after every microtask the page's own code chained on it, so its panel is final then.
+COUNT_LISTINGS = """
+window.__listingsSettled = 0;
+const originalFetch = window.fetch.bind(window);
+window.fetch = async (resource, init) => {
+  const response = await originalFetch(resource, init);
+  if (String(resource).endsWith("/v1/op/listFiles")) {
+    const json = response.json.bind(response);
+    response.json = async () => {
+      try {
+        return await json();
+      } finally {
+        setTimeout(() => { window.__listingsSettled += 1; }, 0);
+      }
+    };
+  }
+  return response;
+};
+"""
+
+
+def _wait_until(page: Any, ready: Any) -> None:
+    """Let the page (and its route handlers) run until ``ready()``, for STEP_SECONDS."""
+    for _ in range(STEP_SECONDS * 20):
+        if ready():
+            return
+        page.wait_for_timeout(50)
+    raise AssertionError("the page never got there")
+
+
+@needs_browser
+def test_a_listing_answered_before_a_deletion_never_brings_the_directory_back(
+    served: ServedHost, browser: Any, tmp_path: Path
+) -> None:
+    """A reread the Host answered while the watched directory still existed, delivered
+    only after the watch said the directory was deleted, is dropped by the page."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=STEP_SECONDS * 1000)
+    workspace = tmp_path / "plain"
+    (workspace / "sub").mkdir(parents=True)
+    (workspace / "sub" / "a.txt").write_text("a\n")
+    session_id = _session(served, workspace, "plain")
+    page = browser.new_page()
+    page.add_init_script(COUNT_LISTINGS)
+    page.goto(f"{served.url}/#session={session_id}")
+    page.fill("#token-input", served.token)
+    page.click("#token-form button")
+    files = page.locator("#files li")
+    note = page.locator("#files-note")
+    files.filter(has_text="sub/").locator("button").click()
+    expect(page.locator("#files-crumbs")).to_have_text("workspace / sub")
+    expect(files).to_have_count(1)
+
+    # Every listing from now on is answered by the Host at once and handed to the page
+    # only when the test says so.
+    held: list[tuple[Any, Any]] = []
+    page.route("**/v1/op/listFiles", lambda route: held.append((route, route.fetch())))
+    (workspace / "sub" / "b.txt").write_text("b\n")  # a change: the page rereads
+    _wait_until(page, lambda: bool(held))
+    shutil.rmtree(workspace / "sub")
+    expect(note).to_have_text("This directory was deleted.")
+    expect(files).to_have_count(0)
+
+    settled = page.evaluate("window.__listingsSettled")
+    released = list(held)
+    for route, answer in released:
+        assert answer.ok  # listed while the directory existed
+        route.fulfill(response=answer)
+    page.wait_for_function(f"window.__listingsSettled >= {settled + len(released)}")
+    assert note.text_content() == "This directory was deleted."
+    assert files.count() == 0
+    assert len(held) == len(released)  # and the page asked for nothing more
+    page.unroute("**/v1/op/listFiles")
+
+
 #: Name bytes and how the page shows them: UTF-8 as text, anything else escaped.
 NAMES = [
     ("café".encode(), "café"),

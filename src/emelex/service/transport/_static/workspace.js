@@ -379,6 +379,9 @@ export class Workspace {
             }, 200);
             if (update.kind === "changed") this.changesSoon();
           } else if (update.kind === "unavailable") {
+            // This listing ends here: a reread still in flight was answered before the
+            // directory went, and must not bring its entries back.
+            this.listing += 1;
             clearTimeout(this.reloadTimer);
             this.nodes.files.replaceChildren(); // its entries are gone with it
             this.nodes.filesMore.hidden = true;
