@@ -19,7 +19,15 @@ from emelex.contracts import (
 )
 from emelex.service import TransportError
 from emelex.service.transport._client import _frame_updates
-from emelex.service.transport._frames import BATCH_TEXT, batch_frame, batch_frames, update_frame
+from emelex.service.transport._frames import (
+    BATCH_TEXT,
+    MAX_CACHED_TEXT,
+    batch_frame,
+    batch_frames,
+    hold,
+    hold_all,
+    update_frame,
+)
 from emelex.service.transport._wsserver import text_frame
 
 QUEUE = QueueChanged(queue=QueueSnapshot(session_id=SessionId("s-1"), revision=3, entries=()))
@@ -140,3 +148,23 @@ def test_batches_split_into_frames_of_bounded_size() -> None:
         batch_frame([huge]),
         batch_frame([QUEUE]),
     ]
+
+
+def test_a_large_encoding_is_shared_by_its_senders_until_the_last_lets_go() -> None:
+    huge = _rows(1, MAX_CACHED_TEXT + 10)
+    first, second = hold(huge), hold(huge)
+    assert first is not None and first is second and first.senders == 2
+    assert update_frame(huge) is update_frame(huge)  # one text for both senders
+    assert batch_frames([huge]) == [batch_frame([huge])]
+    assert batch_frame([huge]) is batch_frame([huge])
+    first.release()
+    assert update_frame(huge) is update_frame(huge)  # the second still sends it
+    second.release()
+    # Nobody sends it now: encoded anew for each sender, to the same text.
+    assert update_frame(huge) is not update_frame(huge)
+    assert update_frame(huge) == update_frame(huge)
+    assert hold(QUEUE) is None  # small encodings are cached: nothing to hold
+    leases = hold_all([QUEUE, huge, QUEUE])
+    assert [lease.update for lease in leases] == [huge]
+    for lease in leases:
+        lease.release()

@@ -1,7 +1,9 @@
-"""A watch subscriber's wake-up: direct rescheduling, cancellation, one receiver."""
+"""A watch subscriber's wake-up (direct rescheduling, cancellation, one receiver), its
+budgets in updates and in bytes, and the catch-up pages its watchers share."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncGenerator
 
 import pytest
@@ -15,8 +17,16 @@ from emelex.contracts import (
     WatchEnded,
     WatchUpdate,
 )
+from emelex.model import ToolCall
 from emelex.service._rows import history_row
-from emelex.service._watch import Subscriber, WatchStream
+from emelex.service._watch import (
+    HEAVY_UPDATE,
+    Page,
+    SharedPages,
+    Subscriber,
+    WatchStream,
+    rows_weight,
+)
 
 
 async def test_a_cancelled_receive_leaves_the_subscriber_usable() -> None:
@@ -199,3 +209,138 @@ async def test_take_ready_hands_over_a_burst_then_the_end_without_waiting() -> N
     with trio.fail_after(5):
         assert [u async for u in stream] == []  # the end went out once
     await stream.aclose()
+
+
+def heavy_update(index: int, body_chars: int) -> RowsPublished:
+    row = history_row(
+        position=Position(source_sequence=1, item_index=index),
+        turn_id="t",
+        role="assistant",
+        body="x" * body_chars,
+        thinking="y" * 10,
+        calls=(),
+        tool_call_id=None,
+        tool_name=None,
+        internal=False,
+    )
+    return RowsPublished(through=1, rows=(row,), next_after=row.position)
+
+
+def test_rows_weight_counts_texts_and_the_wire_text_of_arguments() -> None:
+    row = history_row(
+        position=Position(source_sequence=1, item_index=0),
+        turn_id="t",
+        role="assistant",
+        body="héllo",
+        thinking="hm",
+        calls=(ToolCall(id="c1", name="read", arguments={"path": "日本"}),),
+        tool_call_id=None,
+        tool_name=None,
+        internal=False,
+    )
+    assert rows_weight((row,)) == 5 + 2 + 2 + 4 + len('{"path":"日本"}')
+
+
+async def test_a_watcher_behind_by_more_than_its_byte_budget_ends_lagged() -> None:
+    budget = 3 * HEAVY_UPDATE
+    subscriber = Subscriber(None, 100, max_bytes=budget)
+    updates = [heavy_update(i, HEAVY_UPDATE - 10) for i in range(4)]
+    for update in updates[:3]:  # three of them fit, far below the count of 100
+        subscriber.offer(update, rows_weight(update.rows))
+    with trio.fail_after(5):
+        assert await subscriber.receive() is updates[0]  # taking one frees its weight
+    subscriber.offer(updates[3], rows_weight(updates[3].rows))
+    assert not subscriber.ended
+    subscriber.offer(heavy_update(4, HEAVY_UPDATE), HEAVY_UPDATE + 10)
+    assert subscriber.ended
+    with trio.fail_after(5):
+        end = await subscriber.receive()
+    assert end == WatchEnded(reason="lagged", resume_after=updates[0].rows[-1].position)
+
+
+async def test_one_update_heavier_than_the_budget_reaches_a_watcher_that_keeps_up() -> None:
+    subscriber = Subscriber(None, 4, max_bytes=HEAVY_UPDATE)
+    light = rows_update(0)
+    subscriber.offer(light)  # light rows are bounded by the count alone
+    with trio.fail_after(5):
+        assert await subscriber.receive() is light
+    huge = heavy_update(5, 4 * HEAVY_UPDATE)
+    subscriber.offer(huge, rows_weight(huge.rows))
+    assert not subscriber.ended
+    with trio.fail_after(5):
+        assert await subscriber.receive() is huge
+
+
+def _page(tag: int) -> Page:
+    return Page(heavy_update(tag, 1), None)
+
+
+async def test_watchers_asking_for_one_page_together_share_one_read() -> None:
+    pages = SharedPages()
+    reads: list[int] = []
+    got: list[Page] = []
+    release = trio.Event()
+
+    async def read() -> Page:
+        reads.append(1)
+        await release.wait()  # the others ask meanwhile
+        return _page(1)
+
+    async def watcher() -> None:
+        got.append(await pages.get((None, 3), read))
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            for _ in range(5):
+                nursery.start_soon(watcher)
+            await trio.testing.wait_all_tasks_blocked()
+            release.set()
+    assert reads == [1]
+    assert all(page is got[0] for page in got)
+    assert len(pages) == 1  # while a watcher holds it
+    got.clear()
+    gc.collect()
+    assert len(pages) == 0  # kept only while held
+
+
+async def test_a_cancelled_or_failed_reader_leaves_the_page_to_the_next_watcher() -> None:
+    pages = SharedPages()
+    calls: list[str] = []
+
+    async def slow() -> Page:
+        calls.append("slow")
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def broken() -> Page:
+        calls.append("broken")
+        raise ValueError("the store refused")
+
+    async def fine() -> Page:
+        calls.append("fine")
+        return _page(2)
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            cancelled = trio.CancelScope()
+
+            async def first() -> None:
+                with cancelled:
+                    await pages.get((None, 1), slow)
+
+            nursery.start_soon(first)
+            await trio.testing.wait_all_tasks_blocked()
+            waiter_got: list[Page] = []
+
+            async def waiter() -> None:
+                waiter_got.append(await pages.get((None, 1), fine))
+
+            nursery.start_soon(waiter)
+            await trio.testing.wait_all_tasks_blocked()
+            cancelled.cancel()
+        with pytest.raises(ValueError, match="refused"):
+            await pages.get((None, 9), broken)
+        again = await pages.get((None, 9), fine)
+    assert calls == ["slow", "fine", "broken", "fine"]
+    assert waiter_got[0].update.rows[0].position.item_index == 2
+    assert again.next_after is None

@@ -13,7 +13,9 @@ import trio.testing
 from emelex.service.transport._websocket import WebSocket
 from emelex.service.transport._wsserver import is_websocket, read_head, serve_websocket
 
-TEXTS = ["a" * 3_000_000, "small", "é" * 700_000, "last"]
+#: Past the frame cache's bound a text is encoded and written a piece at a time: ASCII,
+#: two-byte and four-byte characters across the pieces' boundaries.
+TEXTS = ["a" * 3_000_000, "small", "é" * 700_000, "last", "a\U0001f600" * 300_001]
 
 
 async def app(scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:

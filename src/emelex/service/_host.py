@@ -44,15 +44,12 @@ from emelex.contracts import (
     HistoryTarget,
     Interaction,
     InteractionResponse,
-    InteractionsChanged,
     PatchPage,
     PendingInteractions,
     Position,
-    QueueChanged,
     QueueSnapshot,
     ReadFileUpdate,
     RespondReceipt,
-    RowsPublished,
     SearchCursor,
     SearchPage,
     SendReceipt,
@@ -66,6 +63,7 @@ from emelex.contracts import (
     WorkspacePath,
     trusted,
 )
+from emelex.service._catch_up import ReadPage, catch_up
 from emelex.service._cluster import Cluster, ScaleOut
 from emelex.service._errors import (
     OperationConflict,
@@ -76,9 +74,6 @@ from emelex.service._registry import Services, SessionRegistry
 from emelex.service._rows import page_row, store_position, wire_row
 from emelex.service._runner import Runner, check_agents
 from emelex.service._session import HostSession
-from emelex.service._state import (
-    rows_after,
-)
 from emelex.service._store import open_host_store
 from emelex.service._watch import DEFAULT_WATCH_BUFFER, Subscriber, WatchStream
 from emelex.service.ops import _admission, _executor, _forks, _interactions, _workhub
@@ -522,27 +517,20 @@ class Host:
         state.subscribers.add(subscriber)
         if live:
             self._attach_drafts(state, subscriber)
-        stream = WatchStream(self._watch_stream(state, subscriber), subscriber)
+        stream = WatchStream(
+            catch_up(state, subscriber, self._catch_up_page(session_id)), subscriber
+        )
         try:
             yield stream
         finally:
             state.subscribers.discard(subscriber)
             await stream.aclose()
 
-    async def _watch_stream(
-        self, state: HostSession, subscriber: Subscriber
-    ) -> AsyncGenerator[WatchUpdate, None]:
-        yield QueueChanged(queue=state.queue_snapshot())
-        yield InteractionsChanged(pending=tuple(state.pending.values()))
-        while not subscriber.ended and rows_after(subscriber.delivered, state.last_row):
-            page = await self.history(state.session_id, after=subscriber.delivered)
-            caught_up = RowsPublished(through=page.through, rows=page.rows, next_after=None)
-            fresh = subscriber.fresh_rows(caught_up) if page.rows else None
-            if fresh is not None:
-                yield fresh
-            if page.next_after is None:
-                break
-        # Live updates follow from the subscriber itself (see WatchStream).
+    def _catch_up_page(self, session_id: str) -> ReadPage:
+        async def read(after: Position | None, through: int) -> HistoryPage:
+            return await self.history(session_id, after=after, through=through)
+
+        return read
 
     def _fence(self, session_id: str, through: int | None) -> int | None:
         """One rule for every read's fence: None is the newest event, and a fence past

@@ -37,7 +37,7 @@ from emelex.service._events import INTERACTION_RESOLVED, QUEUE_FINISHED
 from emelex.service._queue import WorkQueue
 from emelex.service._reducer import Change, RequestRecord, SessionLog, apply
 from emelex.service._rows import history_row
-from emelex.service._watch import Subscriber
+from emelex.service._watch import SharedPages, Subscriber, rows_weight
 from emelex.store import AppendResult, NewEvent, OperationRecord, StoredEvent
 
 #: How a session's events reach the store: the store itself, or the cluster's append
@@ -81,6 +81,8 @@ class HostSession:
         self.cancellation: AgentCancellation | None = None
         self.waiters: dict[str, Waiter] = {}
         self.subscribers: set[Subscriber] = set()
+        #: Catch-up pages its watchers are reading (see _catch_up).
+        self.pages = SharedPages()
         #: The newest row's position (None before the first): a watcher already past it
         #: needs no catch-up read.
         self.last_row: Position | None = None
@@ -287,9 +289,12 @@ class HostSession:
     def publish_rows(self, rows: tuple[HistoryRow, ...]) -> None:
         """Hand rows just stored to the watchers (newest last)."""
         self.last_row = rows[-1].position
+        if not self.subscribers:
+            return
         update = RowsPublished(through=self.revision, rows=rows, next_after=rows[-1].position)
+        weight = rows_weight(rows)
         for subscriber in tuple(self.subscribers):
-            subscriber.offer(update)
+            subscriber.offer(update, weight)
 
     def queue_snapshot(self) -> QueueSnapshot:
         # Built from the log's own checked queue: no construction checks (a snapshot

@@ -8,14 +8,16 @@ and no duplicate.
 
 from __future__ import annotations
 
+import weakref
 from collections import deque
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Final
 
 import trio
 
 from emelex.contracts import (
     DraftCleared,
+    HistoryRow,
     InteractionsChanged,
     Position,
     QueueChanged,
@@ -23,13 +25,24 @@ from emelex.contracts import (
     WatchEnded,
     WatchEndReason,
     WatchUpdate,
+    arguments_text,
 )
 from emelex.service._drafts import Draft, DraftMark
 
 #: Updates one watcher may have waiting before it is dropped as lagged.
 DEFAULT_WATCH_BUFFER: Final = 256
+#: Text (in code points) of the rows one watcher may have waiting before it is dropped
+#: as lagged; one update larger than this still reaches a watcher that waits for nothing.
+DEFAULT_WATCH_BYTES: Final = 64 * 1024 * 1024
+#: Rows updates at least this heavy are weighed against the budget; lighter ones are
+#: bounded by the count alone (it keeps the fan-out of small rows to a flag test).
+HEAVY_UPDATE: Final = 64 * 1024
 #: Updates that are whole snapshots: a newer one replaces a waiting one.
 _SNAPSHOTS: Final = frozenset({QueueChanged, InteractionsChanged})
+
+
+#: A catch-up page: the cursor it starts after and the fence it reads under.
+PageKey = tuple[Position | None, int]
 
 
 def _after(position: Position, cursor: Position | None) -> bool:
@@ -41,14 +54,39 @@ def _after(position: Position, cursor: Position | None) -> bool:
     )
 
 
+def rows_weight(rows: tuple[HistoryRow, ...]) -> int:
+    """About how much the rows hold: the code points of their texts and of their tool
+    calls' arguments (as the wire writes them)."""
+    weight = 0
+    for row in rows:
+        weight += len(row.body) + len(row.thinking or "")
+        for call in row.tool_calls:
+            weight += len(call.id) + len(call.name) + len(arguments_text(call.arguments))
+    return weight
+
+
 class Subscriber:
-    """One watcher's bounded buffer. The Host calls :meth:`offer` (never blocks); the
+    """One watcher's bounded buffer, in updates (``capacity``) and in the weight of the
+    rows waiting (``max_bytes``). The Host calls :meth:`offer` (never blocks); the
     watcher awaits :meth:`receive`."""
 
-    def __init__(self, after: Position | None, capacity: int, *, live: bool = False) -> None:
+    def __init__(
+        self,
+        after: Position | None,
+        capacity: int,
+        *,
+        live: bool = False,
+        max_bytes: int = DEFAULT_WATCH_BYTES,
+    ) -> None:
         if capacity < 1:
             raise ValueError("a watch buffer holds at least one update")
+        if max_bytes < 1:
+            raise ValueError("a watch buffer holds at least one byte")
         self.capacity = capacity
+        self.max_bytes = max_bytes
+        #: The heavy updates waiting (id -> weight) and their total.
+        self._heavy: dict[int, int] = {}
+        self._heavy_weight = 0
         #: Rows at or before this position were delivered (or are skipped as duplicates).
         self.delivered = after
         self._buffer: deque[WatchUpdate | DraftMark] = deque()
@@ -67,11 +105,14 @@ class Subscriber:
     def ended(self) -> bool:
         return self._end is not None
 
-    def offer(self, update: WatchUpdate) -> None:
+    def offer(self, update: WatchUpdate, weight: int = 0) -> None:
         """Buffer ``update`` (shared, immutable: every subscriber gets the same object)
-        and wake the waiting receiver. Runs once per subscriber per commit: kept to a
-        few attribute reads in the common case of an idle watcher."""
+        and wake the waiting receiver. ``weight``: the rows' :func:`rows_weight`, for
+        the byte budget. Runs once per subscriber per commit: kept to a few attribute
+        reads in the common case of an idle watcher."""
         if self._end is not None:
+            return
+        if weight >= HEAVY_UPDATE and not self._weigh(update, weight):
             return
         buffer = self._buffer
         if buffer and type(update) in _SNAPSHOTS:
@@ -90,6 +131,16 @@ class Subscriber:
         if task is not None:
             self._waiting = None
             trio.lowlevel.reschedule(task)
+
+    def _weigh(self, update: WatchUpdate, weight: int) -> bool:
+        """Count a heavy update against the budget; False (and ended lagged) when it
+        would overflow while others still wait."""
+        if self._buffer and self._heavy_weight + weight > self.max_bytes:
+            self.end("lagged")
+            return False
+        self._heavy[id(update)] = weight
+        self._heavy_weight += weight
+        return True
 
     def offer_draft(self, draft: Draft) -> None:
         """``draft`` grew: queue this watcher's mark unless one is already waiting."""
@@ -124,6 +175,8 @@ class Subscriber:
             self._buffer.clear()
             self._marks.clear()
             self._queued_marks = 0
+            self._heavy.clear()
+            self._heavy_weight = 0
             self._wake()
 
     def _wake(self) -> None:
@@ -216,8 +269,59 @@ class Subscriber:
                 self._queue_mark(update, first=True)
             return draft
         if type(update) is RowsPublished:
+            if self._heavy:
+                self._heavy_weight -= self._heavy.pop(id(update), 0)
             return self.fresh_rows(update)
         return update
+
+
+class Page:
+    """One catch-up page as every watcher gets it: ``update`` (the very object all of
+    them are handed) and ``next_after`` (None: the last page under the fence)."""
+
+    __slots__ = ("__weakref__", "next_after", "update")
+
+    def __init__(self, update: RowsPublished, next_after: Position | None) -> None:
+        self.update = update
+        self.next_after = next_after
+
+
+class SharedPages:
+    """Catch-up pages of one session, shared by the watchers that want one at once.
+
+    A page is kept only while a watcher holds it (weakly referenced), and read once
+    however many watchers ask for it together: the others wait for the first reader.
+    If that read fails or is cancelled, a waiting watcher reads the page itself.
+    """
+
+    def __init__(self) -> None:
+        self._pages: weakref.WeakValueDictionary[PageKey, Page] = weakref.WeakValueDictionary()
+        self._loading: dict[PageKey, trio.Event] = {}
+
+    def __len__(self) -> int:
+        return len(self._pages)
+
+    async def get(self, key: PageKey, read: Callable[[], Awaitable[Page]]) -> Page:
+        """The page under ``key``, read by ``read()`` unless a watcher holds it or is
+        reading it. Always checkpoints; raises what ``read`` raises; cancelled while
+        waiting for another reader, it leaves that read running for the others."""
+        while True:
+            page = self._pages.get(key)
+            if page is not None:
+                await trio.lowlevel.checkpoint()
+                return page
+            loading = self._loading.get(key)
+            if loading is None:
+                break
+            await loading.wait()
+        done = self._loading[key] = trio.Event()
+        try:
+            page = await read()
+            self._pages[key] = page
+        finally:
+            del self._loading[key]
+            done.set()
+        return page
 
 
 class WatchStream:

@@ -6,6 +6,10 @@ identity (server) or by the frame's text (client) turns N encodings or decodings
 one. Identity, not equality: hashing a page of rows costs about as much as encoding it,
 and a watch catching up gets pages nobody else does. The values are frozen, so sharing
 one decoded object between watchers is safe.
+
+Encodings too large for the cache are shared only while they are being sent: each
+sender holds a :class:`Lease` on the update until its frame is out, and the encoding
+lives as long as the last lease (idle watchers of a large catch-up page all hold one).
 """
 
 from __future__ import annotations
@@ -61,10 +65,55 @@ _ENCODED = FrameCache()
 _BATCHES = FrameCache()
 
 
+class Lease:
+    """A large encoding (too large for the cache) held while its senders send it: every
+    watcher sending the same update object then shares one encoding and one frame (a
+    catch-up page shared by idle watchers, see the Host's _catch_up, costs one copy,
+    not one per watcher). The last sender's :meth:`release` lets it go."""
+
+    __slots__ = ("encoded", "senders", "update")
+
+    def __init__(self, update: Any, encoded: _Encoded) -> None:
+        self.update = update
+        self.encoded = encoded
+        self.senders = 1
+
+    def release(self) -> None:
+        self.senders -= 1
+        if self.senders == 0 and _LEASED.get(id(self.update)) is self:
+            del _LEASED[id(self.update)]
+
+
+#: id(update) -> its lease; a lease holds its update, so the id cannot be reused meanwhile.
+_LEASED: dict[int, Lease] = {}
+
+
+def hold(update: Any) -> Lease | None:
+    """Hold the encoding of ``update`` for one sender until it releases the lease
+    (after sending the update's frame); None for a small one, which is cached anyway."""
+    lease = _LEASED.get(id(update))
+    if lease is not None and lease.update is update:
+        lease.senders += 1
+        return lease
+    encoded = _encoded(update)
+    if len(encoded.text) <= MAX_CACHED_TEXT:
+        return None
+    lease = _LEASED[id(update)] = Lease(update, encoded)
+    return lease
+
+
+def hold_all(updates: list[Any]) -> list[Lease]:
+    """:func:`hold` of each of ``updates``: the leases to release."""
+    return [lease for update in updates if (lease := hold(update)) is not None]
+
+
 def _encoded(update: Any) -> _Encoded:
     entry: tuple[Any, _Encoded] | None = _ENCODED.get(id(update))
     if entry is not None and entry[0] is update:
         return entry[1]
+    lease = _LEASED.get(id(update))
+    if lease is not None and lease.update is update:
+        return lease.encoded
     found = _Encoded(dump_fast(encode_trusted(update)))
     if len(found.text) <= MAX_CACHED_TEXT:
         _ENCODED.put(id(update), (update, found))

@@ -53,7 +53,7 @@ from emelex.service._errors import (
 )
 from emelex.service.transport._agui import serve_run
 from emelex.service.transport._batching import send_batched
-from emelex.service.transport._frames import batch_frames, update_frame
+from emelex.service.transport._frames import batch_frames, hold, hold_all, update_frame
 from emelex.service.transport._json import dump, parse_object
 from emelex.service.transport._resource import RESOURCE_TYPE, ResourceBody, read_head
 from emelex.service.transport._route_doc import route_document
@@ -414,7 +414,12 @@ async def _send_each(updates: AsyncIterator[Any], socket: _Socket) -> None:
         if isinstance(update, WatchEnded):
             await socket.send({"end": to_wire(update)})
             return
-        await socket.send_text(update_frame(update))
+        lease = hold(update)
+        try:
+            await socket.send_text(update_frame(update))
+        finally:
+            if lease is not None:
+                lease.release()
     await socket.send({"end": None})
 
 
@@ -471,8 +476,13 @@ class _Socket:
         await self._send({"type": "websocket.send", "text": text})
 
     async def send_batch(self, updates: list[Any]) -> None:
-        for text in batch_frames(updates):
-            await self.send_text(text)
+        leases = hold_all(updates)
+        try:
+            for text in batch_frames(updates):
+                await self.send_text(text)
+        finally:
+            for lease in leases:
+                lease.release()
 
     async def send_end(self, end: WatchEnded | None) -> None:
         await self.send({"end": None if end is None else to_wire(end)})

@@ -38,6 +38,8 @@ _UPGRADE: Final = re.compile(rb"\r\nupgrade:[ \t]*websocket[ \t]*\r\n", re.IGNOR
 _RECEIVE_BYTES: Final = 64 * 1024
 #: Close code for a message over the bound (as hypercorn sends).
 TOO_BIG: Final = 1009
+#: Code points of a large text frame encoded and written at a time.
+_PIECE: Final = 64 * 1024
 #: Framed text messages kept for reuse: a session's watchers are sent the same text.
 _FRAMED: Final[FrameCache] = FrameCache()
 
@@ -133,7 +135,10 @@ class _Connection:
         elif kind == "websocket.send" and not self.closed:
             text = message.get("text")
             if text is not None and self._ws.state is ConnectionState.OPEN:
-                await self._raw(text_frame(text))
+                if len(text) > MAX_CACHED_TEXT:
+                    await self._large_text(text)
+                else:
+                    await self._raw(text_frame(text))
             elif text is not None:
                 await self._write(TextMessage(data=text))
             else:
@@ -187,6 +192,21 @@ class _Connection:
         finally:
             self._write_lock.release()
 
+    async def _large_text(self, text: str) -> None:
+        """A text frame too large for the frame cache, encoded and written a piece at a
+        time: a connection holds one piece, never a copy of the whole frame (an idle
+        watcher of a 30 MB row would otherwise hold 30 MB until it reads)."""
+        size = len(text) if text.isascii() else utf8_length(text)
+        await self._write_lock.acquire()
+        try:
+            await self._stream.send_all(frame_head(size))
+            for start in range(0, len(text), _PIECE):
+                await self._stream.send_all(text[start : start + _PIECE].encode())
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.closed = True
+        finally:
+            self._write_lock.release()
+
     def _write_now(self, data: bytes) -> int:
         """Write what the socket takes right now, without waiting or yielding: a frame
         that fits its buffer (the usual update) goes out without the scheduling round
@@ -205,20 +225,28 @@ class _Connection:
             raise trio.BrokenResourceError(str(exc)) from exc
 
 
+def frame_head(size: int) -> bytes:
+    """The header of an unmasked, unfragmented server text frame of ``size`` bytes."""
+    if size < 126:
+        return bytes((0x81, size))
+    if size < 1 << 16:
+        return struct.pack("!BBH", 0x81, 126, size)
+    return struct.pack("!BBQ", 0x81, 127, size)
+
+
+def utf8_length(text: str) -> int:
+    """The bytes of ``text`` in UTF-8, counted a piece at a time (never a whole copy)."""
+    return sum(len(text[start : start + _PIECE].encode()) for start in range(0, len(text), _PIECE))
+
+
 def text_frame(text: str) -> bytes:
     """The unmasked, unfragmented server frame of a text message (RFC 6455 5.2), the
     same bytes for every connection, so each distinct text is framed once."""
     framed: bytes | None = _FRAMED.get(text)
     if framed is None:
         payload = text.encode()
+        framed = frame_head(len(payload)) + payload
         size = len(payload)
-        if size < 126:
-            head = bytes((0x81, size))
-        elif size < 1 << 16:
-            head = struct.pack("!BBH", 0x81, 126, size)
-        else:
-            head = struct.pack("!BBQ", 0x81, 127, size)
-        framed = head + payload
         if size <= MAX_CACHED_TEXT:
             _FRAMED.put(text, framed)
     return framed
