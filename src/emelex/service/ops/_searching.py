@@ -71,21 +71,45 @@ def match_rows(
     """
     hits: list[SearchHit] = []
     index = 0
-    while index < len(rows):
-        if type(rows[index]) is SearchHit and skip is None:
-            # The store's own hits, often thousands of rows of them: one slice for the
-            # whole run when it fits (the common case), row by row only at the page's end.
-            end = index
-            while end < len(rows) and type(rows[end]) is SearchHit:
-                end += 1
-            if end - index <= MAX_SEARCH_HITS - len(hits):
-                hits += cast("Sequence[SearchHit]", rows[index:end])
-                index = end
+    count = len(rows)
+    while index < count:
+        row = rows[index]
+        if type(row) is SearchHit:
+            if skip is None:
+                # The store's own hits, often thousands of rows of them: one slice for
+                # the whole run when it fits (the common case), row by row only at the
+                # page's end.
+                end = index
+                while end < count and type(rows[end]) is SearchHit:
+                    end += 1
+                if end - index <= MAX_SEARCH_HITS - len(hits):
+                    hits += cast("Sequence[SearchHit]", rows[index:end])
+                    index = end
+                    continue
+            key = _row_of(row)
+            found, index = _store_hits_of_row(rows, index, key)
+        else:
+            # A candidate row: the matcher decides (inline: this loop runs once per
+            # candidate row, thousands of times per page).
+            index += 1
+            assert isinstance(row, CandidateRow)
+            found = []
+            position = None
+            # Fields come as body, thinking, then each call's arguments in order.
+            for number, (name, value) in enumerate(row.fields):
+                if not value:
+                    continue  # an empty field (most rows' thinking) holds no match
+                matched = find_matches(
+                    value, query, case_sensitive=case_sensitive, whole_word=whole_word
+                )
+                if matched:
+                    if position is None:
+                        position = wire_position(row.position)
+                    call = number - 2 if number >= 2 else None
+                    found += [_hit(position, name, start, stop, call) for start, stop in matched]
+            if not found:
                 continue
-        key = _row_of(rows[index])
-        found, index = _hits_of_row(rows, index, query, case_sensitive, whole_word)
-        if not found:
-            continue
+            key = (row.position.source_sequence, row.position.item_index)
         # Only the scan's first row can be the cursor's (the store scans from it).
         taken = skip[2] if skip is not None and key == skip[:2] else 0
         skip = None
@@ -99,36 +123,15 @@ def match_rows(
     return hits, None
 
 
-def _hits_of_row(
-    rows: Sequence[CandidateRow | SearchHit],
-    index: int,
-    query: str,
-    case_sensitive: bool,
-    whole_word: bool,
+def _store_hits_of_row(
+    rows: Sequence[CandidateRow | SearchHit], index: int, key: tuple[int, int]
 ) -> tuple[list[SearchHit], int]:
-    """The hits of the row at ``rows[index]`` and the index of the next row: a run of
-    the store's own hits of one row, or the matcher's over a candidate row's fields."""
-    row = rows[index]
-    if type(row) is SearchHit:
-        key = _row_of(row)
-        end = index + 1
-        while end < len(rows) and type(rows[end]) is SearchHit and _row_of(rows[end]) == key:
-            end += 1
-        return list(cast("Sequence[SearchHit]", rows[index:end])), end
-    assert isinstance(row, CandidateRow)
-    found: list[SearchHit] = []
-    position = None
-    # Fields come as body, thinking, then each call's arguments in the row's order.
-    for number, (name, value) in enumerate(row.fields):
-        if not value:
-            continue  # an empty field (most rows' thinking) holds no match
-        matched = find_matches(value, query, case_sensitive=case_sensitive, whole_word=whole_word)
-        if matched:
-            if position is None:
-                position = wire_position(row.position)
-            call = number - 2 if number >= 2 else None
-            found += [_hit(position, name, start, end, call) for start, end in matched]
-    return found, index + 1
+    """The run of the store's own hits of the row ``key`` from ``rows[index]``, and the
+    index after it."""
+    end = index + 1
+    while end < len(rows) and type(rows[end]) is SearchHit and _row_of(rows[end]) == key:
+        end += 1
+    return list(cast("Sequence[SearchHit]", rows[index:end])), end
 
 
 def search_cursor(after: SearchCursor | Position | None) -> SearchCursor | None:
