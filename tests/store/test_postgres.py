@@ -13,6 +13,7 @@ from emelex.model import Message, ToolCall
 from emelex.runtime import open_supervisor
 from emelex.service._rows import page_row
 from emelex.store import (
+    Lease,
     LeaseLost,
     NewEvent,
     OperationRecord,
@@ -62,6 +63,23 @@ async def test_a_lease_fences_every_write_once_another_host_took_it(postgres_dsn
         assert third is not None and third.token == 3
         # Writes without a lease (admissions on any Host) are not fenced.
         await store.append_events("s1", [NewEvent("queue.admitted", None, {"n": 1})])
+
+
+async def test_a_held_lease_says_when_it_lapses(postgres_dsn: str) -> None:
+    """A Host that finds another's lease learns, from the same statement, how long it
+    has left: a crashed holder's sessions are taken just after it lapses."""
+    async with open_supervisor("t"), open_postgres_store(postgres_dsn, pool_size=2) as store:
+        await store.create_session("s1", "{}")
+        first = await store.try_lease("s1", "h1", 5)
+        assert isinstance(first, Lease) and first.token == 1
+        left = await store.try_lease("s1", "h2", 5)
+        assert isinstance(left, float) and 4.0 < left <= 5.0
+        assert await store.try_lease("s1", "h1", 5) == first  # its holder extends it
+        _lapse(postgres_dsn, "s1")
+        taken = await store.try_lease("s1", "h2", 5)
+        assert isinstance(taken, Lease) and (taken.holder, taken.token) == ("h2", 2)
+        with pytest.raises(SessionNotFound):
+            await store.try_lease("nope", "h1", 5)
 
 
 async def test_a_takeover_waits_for_a_fenced_commit_in_flight(postgres_dsn: str) -> None:

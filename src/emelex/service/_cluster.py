@@ -47,6 +47,9 @@ _RUNNING: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 
 DEFAULT_LEASE_SECONDS: Final = 10.0
 DEFAULT_CATCH_UP_SECONDS: Final = 1.0
+#: How long after another Host's lease would lapse a waiting Host asks for it again
+#: (the database's clock decides, after the round trip that reported the lapse).
+_AFTER_LAPSE: Final = 0.01
 
 
 @attrs.frozen
@@ -147,16 +150,18 @@ class Cluster:
         if session_id in self._leases:
             return True
         asked = trio.current_time()
+        poll = self.options.lease_seconds / 3
         try:
-            lease = await self._store.acquire_lease(
-                session_id, self.holder, self.options.lease_seconds
-            )
+            lease = await self._store.try_lease(session_id, self.holder, self.options.lease_seconds)
         except StoreError as exc:
             logger.warning("cannot take the lease of session %s: %s", session_id, exc)
-            lease = None
-        if lease is None:
+            lease = poll
+        if not isinstance(lease, Lease):
+            # Held by another Host: ask again when something changes, or just after its
+            # lease would lapse (a crashed holder's sessions move at once, not a poll
+            # later), and at least every third of a lease.
             state.wake = trio.Event()
-            with trio.move_on_after(self.options.lease_seconds / 3):
+            with trio.move_on_after(min(poll, lease + _AFTER_LAPSE)):
                 await state.wake.wait()
             return False
         self._leases[session_id] = lease

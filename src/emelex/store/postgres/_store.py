@@ -320,27 +320,43 @@ class PostgresStore:
         """Take the session's lease for ``holder`` when nobody holds it or its holder let
         it lapse (the token then grows by one), or extend ``holder``'s own live lease;
         None while another Host holds it."""
+        taken = await self.try_lease(session_id, holder, seconds)
+        return taken if isinstance(taken, Lease) else None
+
+    async def try_lease(self, session_id: str, holder: str, seconds: float) -> Lease | float:
+        """As :meth:`acquire_lease`, but while another Host holds the lease, the seconds
+        until it lapses unless renewed (0 or more), from the same statement: a Host
+        waiting to take a session over asks again just after that, not a poll later."""
 
         def acquire(db: Db) -> Any:
+            # The outer SELECT reads the lease as it was before the statement: when the
+            # upsert took nothing, that is the holder's live lease.
             return db.execute(
-                "INSERT INTO leases AS l (session_id, holder, token, expires_at)"
+                "WITH taken AS ("
+                " INSERT INTO leases AS l (session_id, holder, token, expires_at)"
                 " VALUES (%s, %s, 1, now() + make_interval(secs => %s))"
                 " ON CONFLICT (session_id) DO UPDATE SET holder=EXCLUDED.holder,"
                 " expires_at=EXCLUDED.expires_at,"
                 " token=CASE WHEN l.holder=EXCLUDED.holder AND l.expires_at>=now()"
                 " THEN l.token ELSE l.token + 1 END"
                 " WHERE l.expires_at < now() OR l.holder=EXCLUDED.holder"
-                " RETURNING token",
-                (session_id, holder, seconds),
+                " RETURNING token)"
+                " SELECT (SELECT token FROM taken),"
+                " (SELECT CASE WHEN isfinite(expires_at)"  # a released lease: -infinity
+                " THEN EXTRACT(EPOCH FROM expires_at - now())::float8 ELSE 0 END"
+                " FROM leases WHERE session_id=%s)",
+                (session_id, holder, seconds, session_id),
             ).fetchone()
 
         try:
-            row = await self._run(acquire, session_id)
+            token, remaining = await self._run(acquire, session_id)
         except StoreError as exc:
             if isinstance(exc.__cause__, psycopg.errors.ForeignKeyViolation):
                 raise SessionNotFound(f"no stored session {session_id}") from exc
             raise
-        return None if row is None else Lease(session_id, holder, int(row[0]))
+        if token is not None:
+            return Lease(session_id, holder, int(token))
+        return max(0.0, float(remaining or 0.0))
 
     async def renew_lease(self, lease: Lease, seconds: float) -> bool:
         """Extend ``lease`` by ``seconds`` from now; False once another Host took it (its
