@@ -8,8 +8,9 @@
 - a store page read against the same keyset query run directly through psycopg on a
   thread (goal <= 1.5x time), in alternating rounds over the same positions, wall and
   CPU time;
-- failover: SIGKILL of a lease-holding Host process mid-turn to the next turn starting on
-  another Host (goal <= lease + 1 s);
+- failover: SIGKILL of a lease-holding Host process mid-turn to another Host holding the
+  session's lease, and to the session's next queue event (a turn taken up mid-way
+  writes its first one when it ends) (goal <= lease + 1 s);
 - watch latency across Hosts: a commit by one store to the rows reaching a watcher of a
   Host on another connection (LISTEN/NOTIFY, rows read from the tables), p99 <= 100 ms.
 
@@ -277,11 +278,15 @@ async def watch_latency_hosts(
     return latencies
 
 
-async def failover_seconds(dsn: str, root: Path, kills: int) -> list[float]:
+async def failover_seconds(dsn: str, root: Path, kills: int) -> tuple[list[float], list[float]]:
+    """For each SIGKILL of the lease holder mid-turn: the seconds until another Host
+    holds the session's lease, and until the session's next queue event (a resumed turn
+    writes none when it is taken up, only when it finishes: 0.3 s turns here)."""
     sys.path.insert(0, str(Path(__file__).parents[1]))
     from tests.service.test_failover import host_processes, log_of, mid_turn
 
     delays: list[float] = []
+    takeovers: list[float] = []
     async with (
         open_postgres_store(dsn, pool_size=1) as store,
         host_processes(dsn, root) as start,
@@ -304,12 +309,20 @@ async def failover_seconds(dsn: str, root: Path, kills: int) -> list[float]:
                     count += 1
                 holder = await mid_turn(store, session_id, {c.pid for c in alive})
             victim = next(c for c in alive if c.pid == int(holder.split(":")[1]))
+            held = await store.lease_holder(session_id)
+            assert held is not None
             killed = time.time()
             victim.process.kill()
             await victim.process.wait()
             children.remove(victim)
             replacement = await start(f"r{kill}", 0.3)
             with trio.fail_after(60):
+                while True:  # polled: the database is the only witness of a takeover
+                    now = await store.lease_holder(session_id)
+                    if now is not None and now[1] != held[1]:
+                        takeovers.append(time.time() - killed)
+                        break
+                    await trio.sleep(0.005)
                 while True:
                     starts = [
                         e.at
@@ -322,7 +335,7 @@ async def failover_seconds(dsn: str, root: Path, kills: int) -> list[float]:
                     await trio.sleep(0.02)
             await replacement.wait_line("READY")
             children.append(replacement)
-    return delays
+    return takeovers, delays
 
 
 def rows(quick: bool, dsn: str | None) -> list[Row]:
@@ -411,7 +424,17 @@ def rows(quick: bool, dsn: str | None) -> list[Row]:
             )
             fresh = server.create_database() if server is not None else target
             async with open_supervisor("bench"):
-                delays = await failover_seconds(fresh, root / "failover", kills)
+                takeovers, delays = await failover_seconds(fresh, root / "failover", kills)
+            out.append(
+                Row(
+                    "failover: SIGKILL to another Host holding the session (max)",
+                    f"{max(takeovers):.2f} s",
+                    f"p50 {statistics.median(takeovers):.2f} s",
+                    goal="≤ lease 1 s + 1 s",
+                    met=met(max(takeovers) <= 2.0),
+                    note=f"{kills} kills",
+                )
+            )
             out.append(
                 Row(
                     "failover: SIGKILL to next turn on another Host (max)",
@@ -419,7 +442,7 @@ def rows(quick: bool, dsn: str | None) -> list[Row]:
                     f"p50 {statistics.median(delays):.2f} s",
                     goal="≤ lease 1 s + 1 s",
                     met=met(max(delays) <= 2.0),
-                    note=f"{kills} kills",
+                    note=f"{kills} kills; a resumed turn's first event is its end",
                 )
             )
 
