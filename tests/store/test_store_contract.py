@@ -145,6 +145,10 @@ async def test_rows_are_addressed_by_position_under_a_fence(backend: Backend) ->
         assert await store.read_row("s1", Position(3, 0), through=5) == tool_row
         assert await store.read_row("s1", Position(6, 0), through=5) is None
         assert await store.last_position("s1") == Position(7, 0)
+        # Bounded by a fence: what a Host that applied events up to 5 may have published.
+        assert await store.last_position("s1", through=5) == Position(4, 0)
+        assert await store.last_position("s1", through=6) == Position(6, 0)
+        assert await store.last_position("s1", through=0) is None
         events = await store.events_after("s1", 4, limit=2)
         assert [(e.sequence, e.kind, e.turn_id) for e in events] == [
             (5, "turn.settled", "t1"),

@@ -349,7 +349,9 @@ class Cluster:
     async def _publish_rows(self, state: _SessionState) -> None:
         """Rows of the events just applied, read from the tables, to the watchers."""
         if not state.subscribers:
-            newest = await self._store.last_position(state.session_id)
+            # Only rows of events applied here: a row past the revision is published
+            # when its event is applied (a watcher's catch-up reads up to the revision).
+            newest = await self._store.last_position(state.session_id, through=state.revision)
             state.last_row = None if newest is None else wire_position(newest)
             return
         cursor = None if state.last_row is None else store_position(state.last_row)

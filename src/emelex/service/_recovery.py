@@ -197,7 +197,7 @@ async def recover(
             if not events:
                 break
             session.absorb(events)
-        newest = await store.last_position(summary.id)
+        newest = await store.last_position(summary.id, through=session.revision)
         session.last_row = None if newest is None else wire_position(newest)
         if settle_now(session.agent_name):
             async with session.lock:

@@ -114,7 +114,9 @@ class Store(Protocol):
 
     async def last_sequence(self, session_id: str) -> int: ...
 
-    async def last_position(self, session_id: str) -> Position | None: ...
+    async def last_position(
+        self, session_id: str, *, through: int | None = None
+    ) -> Position | None: ...
 
     async def history_page(
         self,

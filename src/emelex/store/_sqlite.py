@@ -338,14 +338,18 @@ class SqliteStore:
             raise SessionNotFound(f"no stored session {session_id}")
         return count_field(row[0], self.path, session_id, "sessions.last_sequence")
 
-    async def last_position(self, session_id: str) -> Position | None:
-        """The newest row's position (internal rows included), None without rows."""
+    async def last_position(
+        self, session_id: str, *, through: int | None = None
+    ) -> Position | None:
+        """The newest row's position (internal rows included) published by an event up
+        to ``through`` (None: any), None without rows."""
 
         def find(job: WorkerJob[sqlite3.Connection, Any]) -> Any:
             return job.resource.execute(
                 "SELECT source_sequence, item_index FROM rows WHERE session_id=?"
+                " AND source_sequence<=COALESCE(?, source_sequence)"
                 " ORDER BY source_sequence DESC, item_index DESC LIMIT 1",
-                (session_id,),
+                (session_id, through),
             ).fetchone()
 
         row = await self._read(find, session_id)

@@ -119,7 +119,7 @@ async def fork(
         if original is None:
             raise OperationConflict(f"operation {operation!r} named another fork") from None
         return await _claimed(source, operation, digest, from_wire(ForkReceipt, original))
-    newest = await services.store.last_position(fork_id)
+    newest = await services.store.last_position(fork_id, through=state.revision)
     state.last_row = None if newest is None else wire_position(newest)
     services.registry.adopt(state)
     return await _claimed(source, operation, digest, receipt)

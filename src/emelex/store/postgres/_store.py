@@ -417,14 +417,18 @@ class PostgresStore:
 
         return {str(r[0]): int(r[1]) for r in await self._run(find)}
 
-    async def last_position(self, session_id: str) -> Position | None:
-        """The newest row's position (internal rows included), None without rows."""
+    async def last_position(
+        self, session_id: str, *, through: int | None = None
+    ) -> Position | None:
+        """The newest row's position (internal rows included) published by an event up
+        to ``through`` (None: any), None without rows."""
 
         def find(db: Db) -> Any:
             return db.execute(
                 "SELECT source_sequence, item_index FROM rows WHERE session_id=%s"
+                " AND source_sequence <= COALESCE(%s::bigint, source_sequence)"
                 " ORDER BY source_sequence DESC, item_index DESC LIMIT 1",
-                (session_id,),
+                (session_id, through),
             ).fetchone()
 
         row = await self._run(find, session_id)
