@@ -4,11 +4,14 @@ Watchers that start together (a page reloaded in many tabs, a fleet of clients a
 Host restart) ask for the same pages. The session's ``SharedPages`` (see _watch) hands
 them one object per page while any of them still holds it, so a page is decoded once,
 and the transport, which caches encodings by identity, encodes it once: 30 watchers of
-a session holding a 30 MB row cost about one copy of that row, not 30.
+a session holding a 30 MB row share one page, one text and one frame, instead of
+holding three copies each.
 
-The catch-up reads under one fence, taken when it starts. Rows committed after it
-reach the watcher live, from its own buffer (it was subscribed before the fence was
-taken), so there is no gap, and overlaps are dropped by :meth:`Subscriber.fresh_rows`.
+The catch-up reads under one fence, the session's history fence when it starts. Every
+row published before the watcher subscribed is at or before it (a Host's newest
+published row never runs ahead of the events it applied, see ``last_row``); rows
+published after reach the watcher live, from its own buffer. So there is no gap, and
+overlaps are dropped by :meth:`Subscriber.fresh_rows`.
 """
 
 from __future__ import annotations

@@ -83,8 +83,10 @@ class HostSession:
         self.subscribers: set[Subscriber] = set()
         #: Catch-up pages its watchers are reading (see _catch_up).
         self.pages = SharedPages()
-        #: The newest row's position (None before the first): a watcher already past it
-        #: needs no catch-up read.
+        #: The newest published row's position (None before the first): a watcher
+        #: already past it needs no catch-up read. Never past the applied events: a
+        #: catch-up reads under the revision, and a later row is published when its
+        #: event is applied.
         self.last_row: Position | None = None
         self.diagnostics_changed = trio.Event()
         #: The running invocation's live drafts, for live watchers.
