@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+import traceback
 from pathlib import Path
 
 import trio
@@ -73,6 +75,33 @@ async def command(host: Host, nursery: trio.Nursery, line: str, workspace: Path)
         report(f"ERROR {parts[2] if len(parts) > 2 else parts[0]} {type(exc).__name__}: {exc}")
 
 
+def task_tree(task: trio.lowlevel.Task, depth: int = 0) -> list[str]:
+    """Where ``task`` and every task under it wait, indented by nesting."""
+    pad = "  " * depth
+    lines = [f"{pad}task {task.name}"]
+    for frame, lineno in task.iter_await_frames():
+        code = frame.f_code
+        if f"{os.sep}trio{os.sep}" not in code.co_filename:  # Trio's own frames say little
+            lines.append(f"{pad}  {code.co_filename}:{lineno} in {code.co_name}")
+    for nursery in task.child_nurseries:
+        for child in nursery.child_tasks:
+            lines.extend(task_tree(child, depth + 1))
+    return lines
+
+
+async def dump_tasks_on_request() -> None:
+    """On SIGUSR1, print every task's await stack on stderr: the driving test asks for
+    it when an answer is late, so a hang names where it waits."""
+    with trio.open_signal_receiver(signal.SIGUSR1) as signals:
+        async for _ in signals:
+            try:
+                lines = task_tree(trio.lowlevel.current_root_task())  # type: ignore[arg-type]
+            except Exception:  # a diagnostic never ends the Host
+                lines = traceback.format_exc().splitlines()
+            sys.stderr.write("BEGIN TASKS\n" + "\n".join(lines) + "\nEND TASKS\n")
+            sys.stderr.flush()
+
+
 async def main(
     dsn: str,
     root: Path,
@@ -89,6 +118,7 @@ async def main(
         stdin = trio.lowlevel.FdStream(os.dup(0))
         buffer = b""
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(dump_tasks_on_request)
             while chunk := await stdin.receive_some(65536):
                 buffer += chunk
                 while b"\n" in buffer:

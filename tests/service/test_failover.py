@@ -62,7 +62,8 @@ class Child:
     async def read_errors(self) -> None:
         assert self.process.stderr is not None
         while chunk := await self.process.stderr.receive_some(65536):
-            self.stderr += chunk[: max(0, 1_000_000 - len(self.stderr))]
+            self.stderr += chunk
+            del self.stderr[:-1_000_000]  # the newest megabyte
 
     async def wait_line(self, prefix: str, seconds: float = 60) -> str | None:
         """The first line starting with ``prefix``; None if the process ended first."""
@@ -76,8 +77,20 @@ class Child:
                 await self.changed.wait()
         raise AssertionError(
             f"{self.name} printed no {prefix!r} in {seconds} s: {self.lines[-5:]}"
-            f" {bytes(self.stderr[-3000:]).decode(errors='replace')}"
+            f" {await self.tasks()}"
         )
+
+    async def tasks(self) -> str:
+        """Where the process's tasks wait (it prints them on SIGUSR1), and the end of
+        what it logged."""
+        if self.alive:
+            self.process.send_signal(signal.SIGUSR1)
+            with trio.move_on_after(5):
+                while b"END TASKS" not in self.stderr:  # noqa: ASYNC110
+                    await trio.sleep(0.05)  # its reader fills the buffer
+        text = bytes(self.stderr).decode(errors="replace")
+        start = text.rfind("BEGIN TASKS\n")
+        return text[start:] if start >= 0 else text[-3000:]
 
     async def tell(self, line: str) -> bool:
         assert self.process.stdin is not None
